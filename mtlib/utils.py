@@ -1,0 +1,198 @@
+"""Seeding, device choice and rounding helpers.
+
+Every chapter starts with one call::
+
+    from mtlib import utils
+    device = utils.setup(seed=0)
+
+which seeds Python, NumPy and PyTorch, picks the device (cuda > mps > cpu, unless the
+environment variable ``MTLIB_DEVICE`` says otherwise) and sets the book's plotting style.
+
+The rounding helpers exist because the book prints numbers that CI compares character by
+character: a float printed with all its digits can differ in the last place between 1 and 16
+threads. Print numbers rounded to what they are accurate to.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = [
+    "DEVICE_ENV",
+    "fmt",
+    "get_device",
+    "in_colab",
+    "rounded",
+    "seed_everything",
+    "setup",
+    "shapes",
+]
+
+#: Name of the environment variable that overrides the automatic device choice.
+DEVICE_ENV = "MTLIB_DEVICE"
+
+_KNOWN_DEVICES = ("cpu", "cuda", "mps")
+
+
+def seed_everything(seed: int = 0) -> None:
+    """Seed Python's ``random``, NumPy and PyTorch (all devices) with one number.
+
+    Args:
+        seed: a non-negative integer.
+
+    Raises:
+        TypeError: if ``seed`` is not an int.
+        ValueError: if ``seed`` is negative.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+def _mps_available() -> bool:
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
+
+
+def get_device(prefer: str | None = None) -> torch.device:
+    """Pick the device to run on: ``cuda`` > ``mps`` > ``cpu``.
+
+    The choice can be forced with the argument or, when the argument is None, with the
+    environment variable ``MTLIB_DEVICE`` (for example ``MTLIB_DEVICE=cpu`` on a GPU machine,
+    to reproduce the CPU numbers printed in the book).
+
+    Args:
+        prefer: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"`` or None for automatic.
+
+    Returns:
+        The chosen ``torch.device``.
+
+    Raises:
+        ValueError: if the requested device is unknown or not available on this machine.
+    """
+    source = "prefer"
+    if prefer is None:
+        prefer = os.environ.get(DEVICE_ENV) or None
+        source = DEVICE_ENV
+    if prefer is None:
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if _mps_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    kind = prefer.split(":")[0].strip().lower()
+    if kind not in _KNOWN_DEVICES:
+        raise ValueError(
+            f"{source} must be one of {_KNOWN_DEVICES} (optionally 'cuda:N'), got {prefer!r}"
+        )
+    available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": _mps_available()}
+    if not available[kind]:
+        raise ValueError(
+            f"{source}={prefer!r} was requested but {kind} is not available on this machine"
+        )
+    return torch.device(prefer.strip().lower())
+
+
+def in_colab() -> bool:
+    """True when running inside Google Colab."""
+    return "google.colab" in sys.modules
+
+
+def setup(seed: int = 0, device: str | None = None, style: bool = True) -> torch.device:
+    """One call at the top of every chapter: seeds, device and plotting style.
+
+    Args:
+        seed: seed for ``random``, NumPy and PyTorch.
+        device: force a device (see :func:`get_device`); None chooses automatically.
+        style: apply the book's matplotlib style (:func:`mtlib.viz.set_style`).
+
+    Returns:
+        The device the chapter should use.
+    """
+    seed_everything(seed)
+    if style:
+        from mtlib import viz  # imported here so that mtlib.utils does not need matplotlib
+
+        viz.set_style()
+    return get_device(device)
+
+
+def rounded(value: Any, decimals: int = 3) -> Any:
+    """Round a number, tensor, array or (nested) list/tuple/dict of them for printing.
+
+    Tensors and arrays become (nested) Python lists of floats, so that what is printed does
+    not depend on PyTorch's print options. ``-0.0`` is printed as ``0.0``.
+
+    Args:
+        value: what to round.
+        decimals: number of decimals to keep.
+
+    Returns:
+        The same structure with every float rounded.
+
+    Example:
+        >>> rounded(torch.tensor([0.12345, 2.0]), 2)
+        [0.12, 2.0]
+    """
+    if isinstance(value, torch.Tensor):
+        return rounded(value.detach().cpu().double().tolist(), decimals)
+    if isinstance(value, np.ndarray):
+        return rounded(value.astype(float).tolist(), decimals)
+    if isinstance(value, Mapping):
+        return {k: rounded(v, decimals) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(rounded(v, decimals) for v in value)
+    if isinstance(value, (bool, int, np.integer)):
+        return value
+    if isinstance(value, (float, np.floating)):
+        r = round(float(value), decimals)
+        return 0.0 if r == 0 else r
+    raise TypeError(
+        f"value must be a number, tensor, array, list, tuple or dict, got {type(value).__name__}"
+    )
+
+
+def fmt(value: float | torch.Tensor, sig: int = 3) -> str:
+    """Format one number with ``sig`` significant digits, e.g. ``fmt(0.012345) == '0.0123'``.
+
+    Args:
+        value: a Python/NumPy number or a one-element tensor.
+        sig: significant digits (>= 1).
+    """
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise ValueError(
+                f"value must be a single number, got a tensor of shape {tuple(value.shape)}"
+            )
+        value = value.item()
+    if sig < 1:
+        raise ValueError(f"sig must be >= 1, got {sig}")
+    text = f"{float(value):.{sig}g}"
+    return "0" if text in ("-0", "0") else text
+
+
+def shapes(**named: torch.Tensor | Iterable[int]) -> str:
+    """A one-line-per-tensor table of shapes, for the "print the shapes" moments.
+
+    Example:
+        >>> print(shapes(q=torch.zeros(2, 5, 8), k=torch.zeros(2, 7, 8)))
+        q  (2, 5, 8)
+        k  (2, 7, 8)
+    """
+    width = max((len(name) for name in named), default=0)
+    lines = []
+    for name, t in named.items():
+        shape = tuple(t.shape) if isinstance(t, torch.Tensor) else tuple(t)
+        lines.append(f"{name:<{width}}  {shape}")
+    return "\n".join(lines)

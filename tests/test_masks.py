@@ -1,0 +1,273 @@
+"""Tests of mtlib.masks: the one mask convention and the conversions from PyTorch's."""
+
+import pytest
+import torch
+from torch import nn
+
+from mtlib import masks
+from mtlib.attention import MultiHeadAttention
+
+NEG_INF = float("-inf")
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+
+
+# --- causal_mask ----------------------------------------------------------------------------
+
+
+def test_causal_mask_square_is_lower_triangular() -> None:
+    mask = masks.causal_mask(4)
+    assert mask.dtype == torch.bool and mask.shape == (4, 4)
+    assert torch.equal(mask, torch.ones(4, 4, dtype=torch.bool).tril())
+
+
+def test_causal_mask_offset_queries_are_the_last_positions() -> None:
+    mask = masks.causal_mask(2, 5)  # queries at positions 3 and 4
+    expected = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    assert torch.equal(mask, expected)
+    # the same as the last rows of the full square mask, for every split
+    for q_len in range(1, 6):
+        assert torch.equal(masks.causal_mask(q_len, 5), masks.causal_mask(5)[-q_len:])
+
+
+def test_causal_mask_single_step_sees_everything() -> None:
+    assert masks.causal_mask(1, 6).all()
+
+
+def test_causal_mask_device_argument() -> None:
+    assert masks.causal_mask(3, 4, device="cpu").device.type == "cpu"
+    assert masks.causal_mask(3, 4, device="meta").device.type == "meta"
+
+
+@pytest.mark.parametrize(
+    ("args", "exc", "match"),
+    [
+        ((0,), ValueError, r"q_len must be >= 1, got 0"),
+        ((3, 2), ValueError, r"k_len must be >= q_len=3"),
+        ((3, 0), ValueError, r"k_len must be >= 1"),
+        ((2.0,), TypeError, r"q_len must be an int, got float"),
+        ((True,), TypeError, r"q_len must be an int, got bool"),
+    ],
+)
+def test_causal_mask_bad_input(args: tuple, exc: type, match: str) -> None:
+    with pytest.raises(exc, match=match):
+        masks.causal_mask(*args)
+
+
+# --- padding masks --------------------------------------------------------------------------
+
+
+def test_padding_mask_values_and_shape() -> None:
+    mask = masks.padding_mask(torch.tensor([2, 0, 4]), max_len=5)
+    assert mask.shape == (3, 1, 1, 5) and mask.dtype == torch.bool
+    expected = torch.tensor([[1, 1, 0, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 0]], dtype=torch.bool)
+    assert torch.equal(mask[:, 0, 0], expected)
+
+
+def test_padding_mask_default_length_is_the_longest() -> None:
+    mask = masks.padding_mask(torch.tensor([3, 1]))
+    assert mask.shape == (2, 1, 1, 3)
+    assert mask[0].all() and mask[1, 0, 0].tolist() == [True, False, False]
+
+
+@pytest.mark.parametrize(
+    ("lengths", "max_len", "exc", "match"),
+    [
+        ([1, 2], None, TypeError, r"lengths must be a Tensor of shape \(batch,\)"),
+        (torch.tensor([1.0, 2.0]), None, ValueError, r"lengths must be an integer tensor of shape \(batch,\)"),
+        (torch.tensor([[1, 2]]), None, ValueError, r"shape \(batch,\), got torch.int64 \(1, 2\)"),
+        (torch.tensor([1, 6]), 4, ValueError, r"lengths must lie in \[0, max_len=4\]"),
+        (torch.tensor([-1, 2]), 4, ValueError, r"lengths must lie in \[0, max_len=4\]"),
+        (torch.tensor([1, 2]), -3, ValueError, r"max_len must be a non-negative int"),
+    ],
+)
+def test_padding_mask_bad_input(lengths: object, max_len: int | None, exc: type, match: str) -> None:
+    with pytest.raises(exc, match=match):
+        masks.padding_mask(lengths, max_len)
+
+
+def test_padding_mask_from_tokens() -> None:
+    tokens = torch.tensor([[5, 6, 0, 0], [0, 7, 8, 9]])
+    mask = masks.padding_mask_from_tokens(tokens, pad_id=0)
+    assert mask.shape == (2, 1, 1, 4)
+    assert mask[:, 0, 0].tolist() == [[True, True, False, False], [False, True, True, True]]
+    with pytest.raises(ValueError, match=r"tokens must have shape \(batch, seq_len\), got \(4,\)"):
+        masks.padding_mask_from_tokens(tokens[0], pad_id=0)
+    with pytest.raises(TypeError, match=r"tokens must be a Tensor of shape \(batch, seq_len\)"):
+        masks.padding_mask_from_tokens([[1, 2]], pad_id=0)
+
+
+# --- combine and to_additive ----------------------------------------------------------------
+
+
+def test_combine_bool_is_logical_and_with_broadcasting() -> None:
+    causal = masks.causal_mask(3, 4)  # (3, 4)
+    pad = masks.padding_mask(torch.tensor([2, 4]), 4)  # (2, 1, 1, 4)
+    combined = masks.combine(causal, None, pad)
+    assert combined.shape == (2, 1, 3, 4) and combined.dtype == torch.bool
+    assert torch.equal(combined, causal & pad)
+    assert combined[0, 0, 2].tolist() == [True, True, False, False]
+
+
+def test_combine_none() -> None:
+    assert masks.combine() is None
+    assert masks.combine(None, None) is None
+    mask = masks.causal_mask(3)
+    assert masks.combine(None, mask) is mask
+
+
+def test_combine_bool_with_float_bias_gives_a_bias() -> None:
+    bias = torch.randn(3, 3, dtype=torch.float64)
+    combined = masks.combine(masks.causal_mask(3), bias)
+    assert combined.dtype == torch.float64
+    expected = bias.masked_fill(~masks.causal_mask(3), NEG_INF)
+    torch.testing.assert_close(combined, expected)
+    # two float biases of different precision promote
+    assert masks.combine(bias.float(), bias).dtype == torch.float64
+
+
+def test_to_additive() -> None:
+    mask = torch.tensor([[True, False], [False, False]])
+    bias = masks.to_additive(mask, torch.float64)
+    assert bias.dtype == torch.float64
+    assert bias.tolist() == [[0.0, NEG_INF], [NEG_INF, NEG_INF]]
+    floats = torch.tensor([0.5, NEG_INF])
+    assert masks.to_additive(floats, torch.float64).dtype == torch.float64
+    assert masks.to_additive(floats).tolist() == [0.5, NEG_INF]
+
+
+# --- conversions from PyTorch's conventions -------------------------------------------------
+
+
+def test_from_key_padding_mask_flips_bool() -> None:
+    kpm = torch.tensor([[False, False, True], [False, True, True]])  # True = ignore
+    ours = masks.from_key_padding_mask(kpm)
+    assert ours.shape == (2, 1, 1, 3)
+    assert torch.equal(ours[:, 0, 0], ~kpm)
+    assert torch.equal(ours, masks.padding_mask(torch.tensor([2, 1]), 3))
+
+
+def test_from_key_padding_mask_keeps_float_bias() -> None:
+    kpm = torch.tensor([[0.0, NEG_INF, 0.0]])
+    ours = masks.from_key_padding_mask(kpm)
+    assert ours.dtype == torch.float32 and ours.shape == (1, 1, 1, 3)
+    assert ours.flatten().tolist() == [0.0, NEG_INF, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("kpm", "exc", "match"),
+    [
+        ([[True]], TypeError, r"key_padding_mask must be a Tensor of shape \(batch, k_len\)"),
+        (torch.zeros(2, 3, 4, dtype=torch.bool), ValueError, r"shape \(batch, k_len\), got \(2, 3, 4\)"),
+        (torch.zeros(2, 3, dtype=torch.long), TypeError, r"key_padding_mask must be bool or floating"),
+    ],
+)
+def test_from_key_padding_mask_bad_input(kpm: object, exc: type, match: str) -> None:
+    with pytest.raises(exc, match=match):
+        masks.from_key_padding_mask(kpm)
+
+
+def test_from_attn_mask_2d() -> None:
+    ignore = torch.tensor([[False, True], [False, False]])
+    assert torch.equal(masks.from_attn_mask(ignore), ~ignore)
+    bias = torch.tensor([[0.0, -2.0], [NEG_INF, 0.0]])
+    assert masks.from_attn_mask(bias) is bias  # a float mask is a bias in both conventions
+
+
+def test_from_attn_mask_3d_splits_batch_and_heads() -> None:
+    batch, heads, q_len, k_len = 2, 3, 4, 5
+    ignore = torch.rand(batch * heads, q_len, k_len) < 0.3
+    ours = masks.from_attn_mask(ignore, num_heads=heads)
+    assert ours.shape == (batch, heads, q_len, k_len)
+    # PyTorch's (B * H) dimension is batch-major: row b * H + h is batch b, head h
+    assert torch.equal(ours[1, 2], ~ignore[1 * heads + 2])
+
+
+@pytest.mark.parametrize(
+    ("attn_mask", "num_heads", "exc", "match"),
+    [
+        ([[True]], None, TypeError, r"attn_mask must be a Tensor of shape \(q_len, k_len\)"),
+        (torch.zeros(6, 4, 5, dtype=torch.bool), None, ValueError, r"needs num_heads dividing its first dim"),
+        (torch.zeros(6, 4, 5, dtype=torch.bool), 4, ValueError, r"needs num_heads dividing its first dim"),
+        (torch.zeros(1, 6, 4, 5, dtype=torch.bool), 3, ValueError, r"shape \(q_len, k_len\) or \(batch \* num_heads"),
+        (torch.zeros(4, 5, dtype=torch.int32), None, TypeError, r"attn_mask must be bool or floating"),
+    ],
+)
+def test_from_attn_mask_bad_input(attn_mask: object, num_heads: int | None, exc: type, match: str) -> None:
+    with pytest.raises(exc, match=match):
+        masks.from_attn_mask(attn_mask, num_heads)
+
+
+def _torch_and_ours(d_model: int = 15, heads: int = 3) -> tuple[nn.MultiheadAttention, MultiHeadAttention]:
+    ref = nn.MultiheadAttention(d_model, heads, batch_first=True).double().eval()
+    return ref, MultiHeadAttention.from_torch(ref).eval()
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_converted_key_padding_mask_matches_torch(fused: bool) -> None:
+    ref, ours = _torch_and_ours()
+    ours.fused = fused
+    x = torch.randn(3, 6, 15, dtype=torch.float64)
+    kpm = torch.arange(6) >= torch.tensor([6, 4, 1])[:, None]  # (3, 6), True = padding
+    expected, _ = ref(x, x, x, key_padding_mask=kpm, need_weights=False)
+    got, _ = ours(x, mask=masks.from_key_padding_mask(kpm))
+    torch.testing.assert_close(got, expected, atol=1e-10, rtol=1e-10)
+    # a float key_padding_mask means the same thing
+    float_kpm = torch.zeros(3, 6, dtype=torch.float64).masked_fill(kpm, NEG_INF)
+    got_float, _ = ours(x, mask=masks.from_key_padding_mask(float_kpm))
+    torch.testing.assert_close(got_float, expected, atol=1e-10, rtol=1e-10)
+
+
+def test_converted_attn_mask_and_padding_combined_match_torch() -> None:
+    ref, ours = _torch_and_ours(d_model=20, heads=5)
+    q, kv = torch.randn(2, 4, 20, dtype=torch.float64), torch.randn(2, 7, 20, dtype=torch.float64)
+    ignore = torch.rand(2 * 5, 4, 7) < 0.3
+    ignore[..., 0] = False  # keep at least one key per row: PyTorch gives NaN otherwise
+    kpm = torch.tensor([[False] * 7, [False] * 5 + [True] * 2])
+    expected, expected_w = ref(q, kv, kv, attn_mask=ignore, key_padding_mask=kpm, average_attn_weights=False)
+    mask = masks.combine(masks.from_attn_mask(ignore, num_heads=5), masks.from_key_padding_mask(kpm))
+    got, got_w = ours(q, kv, mask=mask, need_weights=True, average_weights=False)
+    torch.testing.assert_close(got, expected, atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(got_w, expected_w, atol=1e-10, rtol=1e-10)
+
+
+# --- check_mask -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape", [(4, 6), (1, 6), (4, 1), (2, 1, 1, 6), (2, 3, 4, 6), (1, 3, 4, 6), (3, 4, 6), (1, 4, 6)]
+)
+def test_check_mask_accepts_broadcastable(shape: tuple[int, ...]) -> None:
+    masks.check_mask(torch.ones(shape, dtype=torch.bool), 4, 6, batch_shape=(2, 3))
+    masks.check_mask(torch.zeros(shape), 4, 6)  # float bias, any batch and heads
+    masks.check_mask(None, 4, 6)
+
+
+@pytest.mark.parametrize(
+    ("mask", "exc", "match"),
+    [
+        ([[True]], TypeError, r"my_mask must be a bool or float Tensor broadcastable to \(batch=2, heads=3, q_len=4, k_len=6\)"),
+        (torch.ones(4, 6, dtype=torch.int64), TypeError, r"my_mask must be bool \(True = may attend\) or a float additive bias, got torch.int64"),
+        (torch.ones(4, 5, dtype=torch.bool), ValueError, r"my_mask must be broadcastable to \(batch=2, heads=3, q_len=4, k_len=6\), got \(4, 5\)"),
+        (torch.ones(6, 4, dtype=torch.bool), ValueError, r"got \(6, 4\)"),
+        (torch.ones(5, 4, 6, dtype=torch.bool), ValueError, r"got \(5, 4, 6\)"),
+        (torch.ones(3, 1, 4, 6, dtype=torch.bool), ValueError, r"got \(3, 1, 4, 6\)"),
+        (torch.ones(1, 2, 3, 4, 6, dtype=torch.bool), ValueError, r"got \(1, 2, 3, 4, 6\)"),
+        (torch.ones(6, dtype=torch.bool), ValueError, r"got \(6,\)"),
+    ],
+)  # fmt: skip
+def test_check_mask_rejects(mask: object, exc: type, match: str) -> None:
+    with pytest.raises(exc, match=match):
+        masks.check_mask(mask, 4, 6, "my_mask", batch_shape=(2, 3))
+
+
+def test_check_mask_message_with_free_batch_and_other_ranks() -> None:
+    with pytest.raises(ValueError, match=r"mask must be broadcastable to \(batch, heads, q_len=2, k_len=3\)"):
+        masks.check_mask(torch.ones(3, 2, dtype=torch.bool), 2, 3)
+    with pytest.raises(ValueError, match=r"\(dim0=2, dim1=3, dim2=4, q_len=2, k_len=3\)"):
+        masks.check_mask(torch.ones(3, 2, dtype=torch.bool), 2, 3, batch_shape=(2, 3, 4))
+    with pytest.raises(ValueError, match=r"\(batch=5, q_len=2, k_len=3\), got \(4, 2, 3\)"):
+        masks.check_mask(torch.ones(4, 2, 3, dtype=torch.bool), 2, 3, batch_shape=(5,))
