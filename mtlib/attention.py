@@ -160,7 +160,7 @@ def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropo
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: it holds tensors
 class KVCache:
     """Projected keys and values that a :class:`MultiHeadAttention` keeps between calls.
 
@@ -304,13 +304,13 @@ class MultiHeadAttention(nn.Module):
             average_weights: Average the returned weights over heads.
             cache: A :class:`KVCache`, updated in place (see its docstring).
             is_causal: Also apply ``causal_mask(Tq, Tk)`` (queries are the last positions).
-                Cheaper than passing that mask: the fused kernel skips the masked half.
+                Cheaper than passing that mask: the fused kernel skips fully masked blocks.
 
         Returns:
             ``(out, weights)``: ``out`` of shape ``(B, Tq, d_model)``; ``weights`` of shape
             ``(B, Tq, Tk)`` (averaged) or ``(B, H, Tq, Tk)``, or None if not requested.
         """
-        _check_mha_inputs(self, query, key, value, mask, cache)
+        _check_mha_inputs(self, query, key, value, mask, cache, is_causal)
         key = query if key is None else key  # self-attention
         value = key if value is None else value
         q = self._split_heads(self.q_proj(query))  # (B, H, Tq, Dh)
@@ -435,7 +435,7 @@ class AdditiveAttention(nn.Module):
             keys: ``(B, Tk, key_dim)``.
             values: ``(B, Tk, dv)``.
             mask: Bool (True = may attend) or float additive bias, broadcastable to
-                ``(B, Tq, Tk)``, e.g. ``(B, 1, Tk)`` for padding.
+                ``(B, Tq, Tk)``, e.g. ``(B, 1, Tk)`` for padding: ``padding_mask(lengths)[:, 0]``.
 
         Returns:
             ``(out, weights)``: ``out`` of shape ``(B, Tq, dv)``, ``weights`` of shape ``(B, Tq, Tk)``.
@@ -478,11 +478,25 @@ def _check_dropout(p: object, name: str) -> None:
 
 
 def _check_same(tensors: dict[str, Tensor], attr: str) -> None:
-    """All tensors share the same ``attr`` ("dtype" or "device")."""
+    """All tensors share the same ``attr`` ("dtype" or "device").
+
+    Dtypes are not compared under :func:`torch.autocast`, which casts them itself.
+    """
+    if attr == "dtype" and _autocast_enabled(next(iter(tensors.values())).device.type):
+        return
     (first, ref), *rest = tensors.items()
     for name, x in rest:
         if getattr(x, attr) != getattr(ref, attr):
             raise ValueError(f"{name} and {first} must have the same {attr}, got {getattr(x, attr)} and {getattr(ref, attr)}")
+
+
+def _autocast_enabled(device_type: str) -> bool:
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4 has no device_type argument
+        return torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled()
+    except RuntimeError:  # a device autocast does not know, e.g. "meta"
+        return False
 
 
 def _check_sdpa_inputs(q: object, k: object, v: object, mask: Tensor | None, dropout_p: float) -> None:
@@ -517,7 +531,7 @@ def _check_mha_config(d_model: int, num_heads: int, kdim: int | None, vdim: int 
 
 
 def _check_mha_inputs(
-    mha: MultiHeadAttention, query: object, key: object, value: object, mask: object, cache: object
+    mha: MultiHeadAttention, query: object, key: object, value: object, mask: object, cache: object, is_causal: bool
 ) -> None:
     if key is None and value is not None:
         raise ValueError("value was given without key: pass key too (key=None means self-attention)")
@@ -542,6 +556,8 @@ def _check_mha_inputs(
         tensors["mask"] = mask
     _check_same(tensors, "device")
     k_len = _check_cache(mha, cache, batch, key.shape[1])
+    if is_causal and k_len < query.shape[1]:
+        raise ValueError(f"is_causal needs at least as many keys as queries (q_len={query.shape[1]}), got k_len={k_len}")
     if isinstance(mask, Tensor) and mask.dim() == 3 and mask.shape[0] != 1:
         raise ValueError(
             f"mask of shape {_shape(mask)} is ambiguous (batch or heads?): give it rank 4, "

@@ -1,7 +1,7 @@
 """Self-check functions for the exercises.
 
 Each checker takes *your* function, runs it on several small cases and compares the result
-with a reference. When a case fails it raises ``AssertionError`` with a diagnostic that says
+with a reference. When a case fails it raises ``CheckFailed`` (an ``AssertionError``) with a diagnostic that says
 which case failed and how (wrong type, wrong shape, NaN, wrong values and where), plus a hint;
 it never prints the solution. When every case passes it prints one line saying so.
 
@@ -21,7 +21,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["check_nadaraya_watson", "check_soft_lookup", "check_softmax"]
+__all__ = ["CheckFailed", "check_nadaraya_watson", "check_soft_lookup", "check_softmax"]
+
+
+class CheckFailed(AssertionError):
+    """A self-check found a mistake. In Jupyter it shows only its message, not the checker's code."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython calls this instead of printing a traceback
+        return [f"{type(self).__name__}: {self}"]
 
 
 @dataclass
@@ -40,11 +47,11 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {value!r}"[:80]
 
 
-def _fail(checker: str, where: str, what: str, hint: str = "") -> AssertionError:
+def _fail(checker: str, where: str, what: str, hint: str = "") -> CheckFailed:
     message = f"{checker} failed on {where}: {what}"
     if hint:
         message += f"\nHint: {hint}"
-    return AssertionError(message)
+    return CheckFailed(message)
 
 
 def _compare(

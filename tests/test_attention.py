@@ -1,0 +1,609 @@
+"""Tests of mtlib.attention: parity with PyTorch, properties, masks, KV cache, bad input.
+
+Sizes are distinct on purpose (batch != q_len != k_len != d_model != kdim != vdim, odd head
+counts) so that a transposed dimension cannot go unnoticed.
+"""
+
+import pickle
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
+
+from mtlib import masks
+from mtlib.attention import (
+    AdditiveAttention,
+    KVCache,
+    MultiHeadAttention,
+    masked_softmax,
+    scaled_dot_product_attention,
+)
+
+B, TQ, TK, D, H = 2, 5, 7, 15, 3  # batch, query length, key length, d_model, heads (d_head 5)
+KDIM, VDIM = 11, 6
+TOL = {torch.float32: {"atol": 1e-5, "rtol": 1e-5}, torch.float64: {"atol": 1e-10, "rtol": 1e-10}}
+DTYPES = [torch.float32, torch.float64]
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+
+
+def close(actual: Tensor, expected: Tensor) -> None:
+    torch.testing.assert_close(actual, expected, **TOL[expected.dtype])
+
+
+def random_bool_mask(*shape: int) -> Tensor:
+    """A random mask with at least one allowed key per row (PyTorch gives NaN otherwise)."""
+    mask = torch.rand(*shape) < 0.6
+    mask[..., 0] = True
+    return mask
+
+
+def pair(dtype: torch.dtype = torch.float32, **kwargs: object) -> tuple[nn.MultiheadAttention, MultiHeadAttention]:
+    """A random nn.MultiheadAttention and our copy of it, both in eval mode."""
+    ref = nn.MultiheadAttention(kwargs.pop("d_model", D), kwargs.pop("heads", H), batch_first=True, **kwargs)
+    ref = ref.to(dtype).eval()
+    with torch.no_grad():  # PyTorch initialises biases to zero: make them visible
+        for name, p in ref.named_parameters():
+            if name.endswith("bias"):
+                p.normal_()
+    return ref, MultiHeadAttention.from_torch(ref).eval()
+
+
+# --- scaled_dot_product_attention -----------------------------------------------------------
+
+
+def _sdpa_masks() -> dict[str, Tensor | None]:
+    causal = masks.causal_mask(TQ, TK)
+    return {
+        "none": None,
+        "bool": random_bool_mask(B, H, TQ, TK),
+        "bool_broadcast": random_bool_mask(B, 1, 1, TK),
+        "causal": causal,
+        "float_bias": torch.randn(1, H, TQ, TK).masked_fill(~causal, float("-inf")),
+    }
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mask_kind", list(_sdpa_masks()))
+@pytest.mark.parametrize("scale", [None, 0.3])
+def test_sdpa_matches_torch(dtype: torch.dtype, mask_kind: str, scale: float | None) -> None:
+    q = torch.randn(B, H, TQ, 4, dtype=dtype)
+    k = torch.randn(B, H, TK, 4, dtype=dtype)
+    v = torch.randn(B, H, TK, 6, dtype=dtype)
+    mask = _sdpa_masks()[mask_kind]
+    mask = mask.to(dtype) if mask is not None and mask.is_floating_point() else mask
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    out, weights = scaled_dot_product_attention(q, k, v, mask, scale=scale, return_weights=True)
+    assert out.shape == (B, H, TQ, 6) and weights.shape == (B, H, TQ, TK)
+    close(out, expected)
+    close(weights.sum(-1), torch.ones(B, H, TQ, dtype=dtype))
+
+
+def test_sdpa_square_causal_matches_torch_is_causal() -> None:
+    q, k, v = torch.randn(3, B, TK, 4, dtype=torch.float64)
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    close(scaled_dot_product_attention(q, k, v, masks.causal_mask(TK)), expected)
+
+
+def test_sdpa_without_heads_and_with_3d_mask() -> None:
+    q, k, v = torch.randn(B, TQ, 4), torch.randn(B, TK, 4), torch.randn(B, TK, 3)
+    mask = random_bool_mask(B, TQ, TK)
+    close(scaled_dot_product_attention(q, k, v, mask), F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+
+
+def test_sdpa_default_scale_is_inverse_sqrt_dk() -> None:
+    q, k, v = torch.randn(B, TQ, 9), torch.randn(B, TK, 9), torch.randn(B, TK, 2)
+    close(scaled_dot_product_attention(q, k, v), scaled_dot_product_attention(q, k, v, scale=1 / 3))
+
+
+def test_masked_keys_get_exactly_zero_weight() -> None:
+    scores = torch.randn(B, TQ, TK) * 50  # large scores: -1e9 style masking would still be fine,
+    mask = random_bool_mask(B, TQ, TK)  # but only -inf gives exactly zero
+    weights = masked_softmax(scores, mask)
+    assert (weights[~mask.expand_as(weights)] == 0).all()
+    close(weights.sum(-1), torch.ones(B, TQ))
+    close(masked_softmax(scores), scores.softmax(-1))
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_sdpa_fully_masked_row_gives_zeros_and_finite_grads(kind: str) -> None:
+    q = torch.randn(B, H, TQ, 4, requires_grad=True)
+    k = torch.randn(B, H, TK, 4, requires_grad=True)
+    v = torch.randn(B, H, TK, 6, requires_grad=True)
+    mask = random_bool_mask(B, 1, TQ, TK)
+    mask[0, :, 2] = False  # query 2 of batch 0 has nothing to attend to
+    if kind == "float":
+        mask = masks.to_additive(mask) + torch.randn(TQ, TK)
+    out, weights = scaled_dot_product_attention(q, k, v, mask, return_weights=True)
+    assert torch.equal(out[0, :, 2], torch.zeros(H, 6))
+    assert torch.equal(weights[0, :, 2], torch.zeros(H, TK))
+    assert torch.isfinite(out).all() and torch.isfinite(weights).all()
+    (out.square().sum() + weights.square().sum()).backward()
+    for x in (q, k, v):
+        assert torch.isfinite(x.grad).all()
+    assert torch.equal(q.grad[0, :, 2], torch.zeros(H, 4))  # the empty row depends on nothing
+
+
+def test_sdpa_gradcheck_with_mask_and_empty_row() -> None:
+    q = torch.randn(B, 2, 3, 2, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(B, 2, 4, 2, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(B, 2, 4, 3, dtype=torch.float64, requires_grad=True)
+    mask = random_bool_mask(B, 1, 3, 4)
+    mask[1, 0, 1] = False  # an empty row
+    assert torch.autograd.gradcheck(lambda q, k, v: scaled_dot_product_attention(q, k, v, mask), (q, k, v))
+    bias = torch.randn(1, 2, 3, 4, dtype=torch.float64).masked_fill(~mask[:1], float("-inf"))
+    assert torch.autograd.gradcheck(lambda q, k, v: scaled_dot_product_attention(q, k, v, bias), (q, k, v))
+
+
+def test_sdpa_dropout() -> None:
+    q, k, v = torch.randn(B, TQ, 4), torch.randn(B, TK, 4), torch.randn(B, TK, 3)
+    _, weights = scaled_dot_product_attention(q, k, v, dropout_p=0.5, return_weights=True)
+    dropped = weights == 0
+    assert dropped.any() and not dropped.all()
+    kept = scaled_dot_product_attention(q, k, v, return_weights=True)[1] * 2  # survivors scaled by 1/(1-p)
+    close(weights[~dropped], kept[~dropped])
+
+
+# --- MultiHeadAttention vs nn.MultiheadAttention -------------------------------------------
+
+
+MHA_CASES = {
+    "self": {},
+    "cross": {"cross": True},
+    "kdim_vdim": {"cross": True, "kdim": KDIM, "vdim": VDIM},
+    "no_bias": {"cross": True, "bias": False},
+    "no_bias_kdim": {"cross": True, "kdim": KDIM, "vdim": VDIM, "bias": False},
+    "five_heads": {"d_model": 20, "heads": 5},
+}
+
+
+def _inputs(case: dict, dtype: torch.dtype) -> tuple[Tensor, Tensor, Tensor]:
+    d_model = case.get("d_model", D)
+    query = torch.randn(B, TQ, d_model, dtype=dtype)
+    if not case.get("cross"):
+        return query, query, query
+    key = torch.randn(B, TK, case.get("kdim", d_model), dtype=dtype)
+    return query, key, torch.randn(B, TK, case.get("vdim", d_model), dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", list(MHA_CASES))
+@pytest.mark.parametrize("fused", [True, False])
+def test_mha_matches_torch(dtype: torch.dtype, case: str, fused: bool) -> None:
+    opts = MHA_CASES[case]
+    ref, ours = pair(dtype, **{k: v for k, v in opts.items() if k != "cross"})
+    ours.fused = fused
+    query, key, value = _inputs(opts, dtype)
+    expected, expected_w = ref(query, key, value)  # averaged weights
+    out, weights = ours(query, key, value, need_weights=True)
+    close(out, expected)
+    close(weights, expected_w)
+    assert weights.shape == (B, TQ, key.shape[1])
+    _, per_head = ours(query, key, value, need_weights=True, average_weights=False)
+    close(per_head, ref(query, key, value, average_attn_weights=False)[1])
+    assert per_head.shape == (B, ref.num_heads, TQ, key.shape[1])
+    with torch.no_grad():  # PyTorch's own fast path, where it applies
+        out_no_w, none = ours(query, key, value)
+        close(out_no_w, ref(query, key, value, need_weights=False)[0])
+    assert none is None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("mask_kind", ["key_padding", "attn_bool", "attn_float", "attn_3d", "both"])
+def test_mha_masks_match_torch(dtype: torch.dtype, fused: bool, mask_kind: str) -> None:
+    ref, ours = pair(dtype, kdim=KDIM, vdim=VDIM)
+    ours.fused = fused
+    query, key, value = _inputs({"cross": True, "kdim": KDIM, "vdim": VDIM}, dtype)
+    kpm = torch.arange(TK) >= torch.tensor([TK, 3])[:, None]  # (B, TK), True = padding
+    ignore_2d = ~random_bool_mask(TQ, TK)
+    kwargs = {
+        "key_padding": {"key_padding_mask": kpm},
+        "attn_bool": {"attn_mask": ignore_2d},
+        "attn_float": {"attn_mask": torch.randn(TQ, TK, dtype=dtype)},
+        "attn_3d": {"attn_mask": ~random_bool_mask(B * H, TQ, TK)},
+        "both": {"attn_mask": ignore_2d, "key_padding_mask": kpm},
+    }[mask_kind]
+    mask = masks.combine(
+        masks.from_key_padding_mask(kwargs["key_padding_mask"]) if "key_padding_mask" in kwargs else None,
+        masks.from_attn_mask(kwargs["attn_mask"], num_heads=H) if "attn_mask" in kwargs else None,
+    )
+    expected, expected_w = ref(query, key, value, average_attn_weights=False, **kwargs)
+    out, weights = ours(query, key, value, mask=mask, need_weights=True, average_weights=False)
+    close(out, expected)
+    close(weights, expected_w)
+    close(ours(query, key, value, mask=mask)[0], expected)
+
+
+def test_from_torch_copies_dtype_dropout_and_checks_support() -> None:
+    ref = nn.MultiheadAttention(D, H, dropout=0.25, batch_first=True, kdim=KDIM).double()
+    ours = MultiHeadAttention.from_torch(ref)
+    assert ours.dropout == 0.25 and ours.kdim == KDIM and ours.vdim == D
+    assert ours.q_proj.weight.dtype == torch.float64
+    with pytest.raises(TypeError, match=r"m must be an nn.MultiheadAttention, got Linear"):
+        MultiHeadAttention.from_torch(nn.Linear(3, 3))
+    with pytest.raises(ValueError, match=r"add_bias_kv or add_zero_attn"):
+        MultiHeadAttention.from_torch(nn.MultiheadAttention(D, H, add_bias_kv=True))
+
+
+def test_from_torch_shape_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    ref = nn.MultiheadAttention(D, H, batch_first=True)
+    ref.out_proj.weight = nn.Parameter(torch.randn(D, D + 1))  # a corrupted reference
+    with pytest.raises(ValueError, match=r"shape mismatch copying out_proj.weight: ours \(15, 15\), theirs \(15, 16\)"):
+        MultiHeadAttention.from_torch(ref)
+
+
+# --- fused path == explicit path ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mask_kind", ["none", "padding", "causal", "float", "empty_rows", "per_head"])
+def test_fused_equals_explicit(mask_kind: str) -> None:
+    mha = MultiHeadAttention(20, 5, kdim=KDIM, vdim=VDIM).double()
+    query = torch.randn(B, TQ, 20, dtype=torch.float64, requires_grad=True)
+    key, value = torch.randn(B, TK, KDIM, dtype=torch.float64), torch.randn(B, TK, VDIM, dtype=torch.float64)
+    empty = random_bool_mask(B, 1, TQ, TK)
+    empty[1, 0, 3] = False
+    mask = {
+        "none": None,
+        "padding": masks.padding_mask(torch.tensor([TK, 2]), TK),
+        "causal": masks.causal_mask(TQ, TK),
+        "float": torch.randn(1, 5, TQ, TK, dtype=torch.float64),
+        "empty_rows": empty,
+        "per_head": random_bool_mask(B, 5, TQ, TK),
+    }[mask_kind]
+    outs, grads = [], []
+    for fused in (True, False):
+        mha.fused = fused
+        out, _ = mha(query, key, value, mask=mask)
+        (grad,) = torch.autograd.grad(out.square().sum(), query)
+        outs.append(out)
+        grads.append(grad)
+    close(outs[0], outs[1])
+    close(grads[0], grads[1])
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_mha_fully_masked_rows_give_zeros_and_finite_grads(fused: bool) -> None:
+    mha = MultiHeadAttention(D, H, bias=False)  # no bias: a zero attention output stays zero
+    mha.fused = fused
+    x = torch.randn(B, TQ, D, requires_grad=True)
+    mask = masks.padding_mask(torch.tensor([TQ, 2]), TQ) & masks.padding_mask(torch.tensor([TQ, 2]), TQ).transpose(-1, -2)
+    mask[0, 0, 1] = False  # batch 0, query 1: no key at all
+    out, _ = mha(x, mask=mask)
+    assert torch.equal(out[0, 1], torch.zeros(D)) and torch.equal(out[1, 2:], torch.zeros(TQ - 2, D))
+    out.square().sum().backward()
+    assert torch.isfinite(x.grad).all() and all(torch.isfinite(p.grad).all() for p in mha.parameters())
+    if not fused:
+        _, weights = mha(x, mask=mask, need_weights=True, average_weights=False)
+        assert torch.equal(weights[0, :, 1], torch.zeros(H, TQ))
+
+
+def test_mha_gradcheck_inputs_and_parameters() -> None:
+    mha = MultiHeadAttention(6, 3, kdim=5, vdim=4).double()
+    names = [n for n, _ in mha.named_parameters()]
+    query = torch.randn(2, 3, 6, dtype=torch.float64, requires_grad=True)
+    key = torch.randn(2, 4, 5, dtype=torch.float64, requires_grad=True)
+    value = torch.randn(2, 4, 4, dtype=torch.float64, requires_grad=True)
+    mask = random_bool_mask(2, 1, 3, 4)
+    mask[0, 0, 2] = False
+
+    def f(query: Tensor, key: Tensor, value: Tensor, *params: Tensor) -> Tensor:
+        state = dict(zip(names, params, strict=True))
+        return torch.func.functional_call(mha, state, (query, key, value), {"mask": mask})[0]
+
+    params = tuple(p.detach().clone().requires_grad_() for p in mha.parameters())
+    for fused in (False, True):
+        mha.fused = fused
+        assert torch.autograd.gradcheck(f, (query, key, value, *params), fast_mode=True)
+
+
+# --- properties -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_self_attention_is_permutation_equivariant(fused: bool) -> None:
+    mha = MultiHeadAttention(20, 5).double()
+    mha.fused = fused
+    x = torch.randn(B, 9, 20, dtype=torch.float64)
+    perm = torch.randperm(9)
+    out, _ = mha(x)
+    out_perm, _ = mha(x[:, perm])
+    close(out_perm, out[:, perm])
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("how", ["mask", "is_causal"])
+def test_causal_attention_never_sees_the_future(fused: bool, how: str) -> None:
+    mha = MultiHeadAttention(D, H).double()
+    mha.fused = fused
+    x = torch.randn(B, 8, D, dtype=torch.float64)
+    kwargs = {"mask": masks.causal_mask(8)} if how == "mask" else {"is_causal": True}
+    out, _ = mha(x, **kwargs)
+    for t in range(7):
+        changed = x.clone()
+        changed[:, t + 1 :] = torch.randn(B, 7 - t, D, dtype=torch.float64)
+        out_changed, _ = mha(changed, **kwargs)
+        close(out_changed[:, : t + 1], out[:, : t + 1])
+        assert not torch.allclose(out_changed[:, t + 1 :], out[:, t + 1 :])
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_is_causal_equals_causal_mask(fused: bool) -> None:
+    mha = MultiHeadAttention(D, H).double()
+    mha.fused = fused
+    x, memory = torch.randn(B, TQ, D, dtype=torch.float64), torch.randn(B, TK, D, dtype=torch.float64)
+    close(mha(x, is_causal=True)[0], mha(x, mask=masks.causal_mask(TQ))[0])
+    # with more keys than queries, the queries are the last positions, as with a cache
+    close(mha(x, memory, is_causal=True)[0], mha(x, memory, mask=masks.causal_mask(TQ, TK))[0])
+    pad = masks.padding_mask(torch.tensor([TQ, 3]), TQ)
+    close(mha(x, mask=pad, is_causal=True)[0], mha(x, mask=masks.combine(pad, masks.causal_mask(TQ)))[0])
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_padding_never_changes_real_tokens(fused: bool) -> None:
+    mha = MultiHeadAttention(D, H).double()
+    mha.fused = fused
+    lengths = torch.tensor([6, 3, 4])
+    x = torch.randn(3, 6, D, dtype=torch.float64)
+    mask = masks.padding_mask(lengths, 6)
+    out, _ = mha(x, mask=mask)
+    noisy = x.clone()
+    for b, n in enumerate(lengths.tolist()):
+        noisy[b, n:] = 100 * torch.randn(6 - n, D, dtype=torch.float64)
+    out_noisy, _ = mha(noisy, mask=mask)
+    for b, n in enumerate(lengths.tolist()):
+        close(out_noisy[b, :n], out[b, :n])
+        close(out[b, :n], mha(x[b : b + 1, :n])[0][0])  # same as the unpadded sequence alone
+
+
+# --- KV cache -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_kv_cache_one_token_at_a_time_equals_full_causal(fused: bool) -> None:
+    mha = MultiHeadAttention(20, 5).double().eval()
+    mha.fused = fused
+    x = torch.randn(B, 7, 20, dtype=torch.float64)
+    full, _ = mha(x, mask=masks.causal_mask(7))
+    cache = KVCache()
+    steps = []
+    for t in range(7):
+        out, _ = mha(x[:, t : t + 1], cache=cache)
+        assert cache.length == t + 1 and cache.k.shape == (B, 5, t + 1, 4)
+        steps.append(out)
+    close(torch.cat(steps, dim=1), full)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_kv_cache_in_chunks_with_offset_causal_mask(fused: bool) -> None:
+    mha = MultiHeadAttention(D, H).double().eval()
+    mha.fused = fused
+    x = torch.randn(B, 9, D, dtype=torch.float64)
+    full, _ = mha(x, is_causal=True)
+    cache, outs, start = KVCache(), [], 0
+    for size in (4, 1, 3, 1):
+        chunk = x[:, start : start + size]
+        mask = masks.causal_mask(size, cache.length + size)
+        outs.append(mha(chunk, mask=mask, cache=cache)[0])
+        start += size
+    close(torch.cat(outs, dim=1), full)
+    # is_causal uses the same offset convention
+    cache.reset()
+    assert cache.length == 0 and cache.k is None and cache.v is None
+    first, _ = mha(x[:, :5], cache=cache, is_causal=True)
+    rest, _ = mha(x[:, 5:], cache=cache, is_causal=True)
+    close(torch.cat([first, rest], dim=1), full)
+
+
+def test_static_cache_for_cross_attention() -> None:
+    mha = MultiHeadAttention(D, H, kdim=KDIM, vdim=VDIM).double().eval()
+    y = torch.randn(B, TQ, D, dtype=torch.float64)
+    memory, memory_v = torch.randn(B, TK, KDIM, dtype=torch.float64), torch.randn(B, TK, VDIM, dtype=torch.float64)
+    full, _ = mha(y, memory, memory_v)
+    cache = KVCache(static=True)
+    outs = [mha(y[:, :2], memory, memory_v, cache=cache)[0]]
+    k_before = cache.k
+    assert cache.length == TK and cache.static
+    other = torch.zeros_like(memory)  # ignored once the cache is filled
+    outs.append(mha(y[:, 2:], other, torch.zeros_like(memory_v), cache=cache)[0])
+    assert cache.k is k_before
+    close(torch.cat(outs, dim=1), full)
+
+
+def test_kv_cache_update_appends() -> None:
+    cache = KVCache()
+    assert cache.length == 0 and not cache.filled
+    k1, v1 = torch.randn(2, 3, 4, 5), torch.randn(2, 3, 4, 5)
+    k2, v2 = torch.randn(2, 3, 1, 5), torch.randn(2, 3, 1, 5)
+    cache.update(k1, v1)
+    k, v = cache.update(k2, v2)
+    assert cache.length == 5 and k.shape == (2, 3, 5, 5)
+    assert torch.equal(k[:, :, 4:], k2) and torch.equal(v[:, :, :4], v1)
+    static = KVCache(static=True)
+    static.update(k1, v1)
+    k, v = static.update(k2, v2)  # a filled static cache only returns what it holds
+    assert k is k1 and v is v1 and static.length == 4
+    assert KVCache() != KVCache()  # compared by identity, never element-wise
+
+
+def test_mha_under_autocast() -> None:
+    mha = MultiHeadAttention(D, H, kdim=KDIM, vdim=KDIM)
+    query, key = torch.randn(B, TQ, D).bfloat16(), torch.randn(B, TK, KDIM)  # mixed dtypes
+    cache = KVCache(static=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for fused in (True, False):
+            mha.fused = fused
+            out, _ = mha(query, key, mask=torch.zeros(TQ, TK), cache=cache)
+            assert out.dtype == torch.bfloat16 and cache.k.dtype == torch.bfloat16
+
+
+# --- module details -------------------------------------------------------------------------
+
+
+def test_mha_dropout_only_in_training() -> None:
+    mha = MultiHeadAttention(D, H, dropout=0.5)
+    x = torch.randn(B, TQ, D)
+    mha.eval()
+    ref, _ = mha(x)
+    mha.train()
+    for fused in (True, False):
+        mha.fused = fused
+        assert not torch.allclose(mha(x)[0], ref)
+    mha.eval()
+    close(mha(x)[0], ref)
+
+
+def test_mha_weights_none_unless_requested_and_structure() -> None:
+    mha = MultiHeadAttention(D, H, kdim=KDIM, vdim=VDIM, bias=False)
+    assert [n for n, _ in mha.named_children()] == ["q_proj", "k_proj", "v_proj", "out_proj"]
+    assert mha.k_proj.in_features == KDIM and mha.v_proj.in_features == VDIM
+    assert all(p.bias is None for p in mha.children())
+    assert mha.fused is True and mha.head_dim == 5
+    query, key, value = _inputs({"cross": True, "kdim": KDIM, "vdim": VDIM}, torch.float32)
+    mha.fused = False
+    out, weights = mha(query, key, value)
+    assert out.shape == (B, TQ, D) and weights is None
+    assert "kdim=11, vdim=6" in repr(mha) and "num_heads=3" in repr(mha)
+    assert "kdim" not in repr(MultiHeadAttention(D, H))
+    restored = pickle.loads(pickle.dumps(mha))  # no lambdas on the module
+    close(restored(query, key, value)[0], out)
+
+
+def test_value_defaults_to_key() -> None:
+    mha = MultiHeadAttention(D, H, kdim=KDIM, vdim=KDIM)
+    query, key = torch.randn(B, TQ, D), torch.randn(B, TK, KDIM)
+    close(mha(query, key)[0], mha(query, key, key)[0])
+
+
+# --- AdditiveAttention ----------------------------------------------------------------------
+
+
+def test_additive_attention_matches_the_formula() -> None:
+    att = AdditiveAttention(query_dim=4, key_dim=6, hidden_dim=8).double()
+    query = torch.randn(B, 3, 4, dtype=torch.float64)
+    keys, values = torch.randn(B, 5, 6, dtype=torch.float64), torch.randn(B, 5, 7, dtype=torch.float64)
+    mask = masks.padding_mask(torch.tensor([5, 2]), 5)[:, 0]  # (B, 1, 5)
+    out, weights = att(query, keys, values, mask)
+    assert out.shape == (B, 3, 7) and weights.shape == (B, 3, 5)
+    for b in range(B):
+        for i in range(3):
+            scores = torch.stack([att.v(torch.tanh(att.W_q(query[b, i]) + att.W_k(keys[b, j])))[0] for j in range(5)])
+            scores = scores.masked_fill(~mask[b, 0], float("-inf"))
+            close(weights[b, i], scores.softmax(0))
+            close(out[b, i], scores.softmax(0) @ values[b])
+    assert torch.equal(weights[1, :, 2:], torch.zeros(3, 3))
+
+
+def test_additive_attention_fully_masked_row_and_gradcheck() -> None:
+    att = AdditiveAttention(3, 5, 4).double()
+    query = torch.randn(2, 3, 3, dtype=torch.float64, requires_grad=True)
+    keys = torch.randn(2, 4, 5, dtype=torch.float64, requires_grad=True)
+    values = torch.randn(2, 4, 2, dtype=torch.float64, requires_grad=True)
+    mask = random_bool_mask(2, 3, 4)
+    mask[0, 1] = False
+    out, weights = att(query, keys, values, mask)
+    assert torch.equal(out[0, 1], torch.zeros(2)) and torch.equal(weights[0, 1], torch.zeros(4))
+    assert torch.autograd.gradcheck(lambda q, k, v: att(q, k, v, mask), (query, keys, values))
+
+
+def test_additive_attention_dropout_and_submodules() -> None:
+    att = AdditiveAttention(3, 5, 4, dropout=0.5)
+    assert att.W_q.weight.shape == (4, 3) and att.W_k.weight.shape == (4, 5) and att.v.weight.shape == (1, 4)
+    assert att.W_q.bias is None and att.W_k.bias is None and att.v.bias is None
+    q, k, v = torch.randn(2, 3, 3), torch.randn(2, 6, 5), torch.randn(2, 6, 2)
+    att.eval()
+    _, w_eval = att(q, k, v)
+    close(w_eval.sum(-1), torch.ones(2, 3))
+    att.train()
+    _, w_train = att(q, k, v)
+    assert (w_train == 0).any()
+
+
+# --- bad input: a clear error naming the argument and the expected shape, before any compute
+
+
+class RecordOps(TorchFunctionMode):
+    """Records the torch functions called while active."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+        self.names.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+COMPUTE_OPS = {"linear", "matmul", "__matmul__", "softmax", "scaled_dot_product_attention", "bmm", "tanh", "masked_fill"}
+
+
+def _mha() -> MultiHeadAttention:
+    return MultiHeadAttention(12, 3, kdim=7, vdim=5)
+
+
+def _q(*shape: int, **kw: object) -> Tensor:
+    return torch.randn(*shape, **kw)
+
+
+BAD_CALLS = {
+    "indivisible": (lambda: MultiHeadAttention(12, 5), ValueError, r"d_model=12 must be divisible by num_heads=5"),
+    "zero_heads": (lambda: MultiHeadAttention(12, 0), ValueError, r"num_heads must be >= 1, got 0"),
+    "zero_d_model": (lambda: MultiHeadAttention(0, 1), ValueError, r"d_model must be >= 1, got 0"),
+    "float_d_model": (lambda: MultiHeadAttention(12.0, 3), TypeError, r"d_model must be an int, got float"),
+    "bad_kdim": (lambda: MultiHeadAttention(12, 3, kdim=0), ValueError, r"kdim must be >= 1"),
+    "dropout_one": (lambda: MultiHeadAttention(12, 3, dropout=1.0), ValueError, r"dropout must be a float in \[0, 1\), got 1.0"),
+    "query_list": (lambda: _mha()([[0.0] * 12]), TypeError, r"query must be a Tensor of shape \(batch, q_len, d_model=12\), got list"),
+    "query_int": (lambda: _mha()(torch.zeros(2, 4, 12, dtype=torch.long)), TypeError, r"query must be a floating-point Tensor of shape \(batch, q_len, d_model=12\)"),
+    "query_2d": (lambda: _mha()(_q(4, 12)), ValueError, r"query must have shape \(batch, q_len, d_model=12\), got \(4, 12\)"),
+    "query_width": (lambda: _mha()(_q(2, 5, 10)), ValueError, r"query must have shape \(batch, q_len, d_model=12\), got \(2, 5, 10\)"),
+    "key_width": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 12), _q(2, 6, 5)), ValueError, r"key must have shape \(batch=2, k_len, kdim=7\), got \(2, 6, 12\)"),
+    "self_attn_kdim": (lambda: _mha()(_q(2, 4, 12)), ValueError, r"key must have shape \(batch=2, k_len, kdim=7\), got \(2, 4, 12\)"),
+    "key_batch": (lambda: _mha()(_q(2, 4, 12), _q(3, 6, 7), _q(3, 6, 5)), ValueError, r"key must have shape \(batch=2, k_len, kdim=7\), got \(3, 6, 7\)"),
+    "value_width": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 7)), ValueError, r"value must have shape \(batch=2, k_len=6, vdim=5\) like key, got \(2, 6, 7\)"),
+    "value_length": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 5, 5)), ValueError, r"value must have shape \(batch=2, k_len=6, vdim=5\) like key, got \(2, 5, 5\)"),
+    "value_without_key": (lambda: _mha()(_q(2, 4, 12), None, _q(2, 6, 5)), ValueError, r"value was given without key"),
+    "mask_int": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), mask=torch.ones(4, 6, dtype=torch.int64)), TypeError, r"mask must be bool .* broadcastable to \(batch=2, heads=3, q_len=4, k_len=6\)"),
+    "mask_shape": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), mask=torch.ones(6, 4, dtype=torch.bool)), ValueError, r"mask must be broadcastable to \(batch=2, heads=3, q_len=4, k_len=6\), got \(6, 4\)"),
+    "mask_3d": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), mask=torch.ones(2, 4, 6, dtype=torch.bool)), ValueError, r"mask of shape \(2, 4, 6\) is ambiguous .* \(batch=2, 1, q_len, k_len\)"),
+    "dtype": (lambda: _mha()(_q(2, 4, 12, dtype=torch.float64), _q(2, 6, 7, dtype=torch.float64), _q(2, 6, 5, dtype=torch.float64)), ValueError, r"parameters and query must have the same dtype"),
+    "key_dtype": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7, dtype=torch.float64), _q(2, 6, 5)), ValueError, r"key and query must have the same dtype"),
+    "device": (lambda: _mha()(_q(2, 4, 12, device="meta"), _q(2, 6, 7, device="meta"), _q(2, 6, 5, device="meta")), ValueError, r"parameters and query must have the same device"),
+    "mask_device": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), mask=torch.ones(4, 6, dtype=torch.bool, device="meta")), ValueError, r"mask and query must have the same device"),
+    "causal_short_keys": (lambda: _mha()(_q(2, 4, 12), _q(2, 3, 7), _q(2, 3, 5), is_causal=True), ValueError, r"is_causal needs at least as many keys as queries \(q_len=4\), got k_len=3"),
+    "cache_type": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), cache={}), TypeError, r"cache must be a KVCache or None, got dict"),
+    "cache_batch": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), cache=KVCache(_q(3, 3, 2, 4), _q(3, 3, 2, 4))), ValueError, r"cache.k must have shape \(batch=2, num_heads=3, T_cached, head_dim=4\), got \(3, 3, 2, 4\)"),
+    "cache_heads": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), cache=KVCache(_q(2, 4, 2, 3), _q(2, 4, 2, 3))), ValueError, r"cache.k must have shape \(batch=2, num_heads=3, T_cached, head_dim=4\), got \(2, 4, 2, 3\)"),
+    "cache_v": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), cache=KVCache(_q(2, 3, 2, 4), _q(2, 3, 1, 4))), ValueError, r"cache.v must have the same shape as cache.k \(2, 3, 2, 4\), got \(2, 3, 1, 4\)"),
+    "cache_v_missing": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), cache=KVCache(_q(2, 3, 2, 4), None)), ValueError, r"cache.v must have shape \(batch=2, num_heads=3, T_cached, head_dim=4\), got NoneType"),
+    "cache_mask": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), mask=masks.causal_mask(4, 6), cache=KVCache(_q(2, 3, 2, 4), _q(2, 3, 2, 4))), ValueError, r"mask must be broadcastable to \(batch=2, heads=3, q_len=4, k_len=8\), got \(4, 6\)"),
+    "cache_dtype": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), cache=KVCache(_q(2, 3, 2, 4).double(), _q(2, 3, 2, 4).double())), ValueError, r"parameters and cache.k must have the same dtype"),
+    "sdpa_q": (lambda: scaled_dot_product_attention("q", _q(2, 6, 4), _q(2, 6, 3)), TypeError, r"q must be a Tensor of shape \(\.\.\., q_len, d_k\), got str"),
+    "sdpa_dk": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 3), _q(2, 6, 3)), ValueError, r"k must have shape \(\.\.\., k_len, d_k=4\) like q, got \(2, 6, 3\)"),
+    "sdpa_v_len": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 7, 3)), ValueError, r"v must have shape \(\.\.\., k_len=6, d_v\) like k, got \(2, 7, 3\)"),
+    "sdpa_rank": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(6, 4), _q(6, 3)), ValueError, r"q, k and v must have the same rank >= 2"),
+    "sdpa_batch": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(3, 6, 4), _q(3, 6, 3)), ValueError, r"q, k and v leading dims must broadcast"),
+    "sdpa_mask": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 6, 3), torch.ones(3, 5, 6, dtype=torch.bool)), ValueError, r"mask must be broadcastable to \(batch=2, q_len=5, k_len=6\), got \(3, 5, 6\)"),
+    "sdpa_dropout": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 6, 3), dropout_p=1.5), ValueError, r"dropout_p must be a float in \[0, 1\), got 1.5"),
+    "sdpa_dtype": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4).double(), _q(2, 6, 3)), ValueError, r"k and q must have the same dtype"),
+    "additive_hidden": (lambda: AdditiveAttention(4, 6, 0), ValueError, r"hidden_dim must be >= 1, got 0"),
+    "additive_dropout": (lambda: AdditiveAttention(4, 6, 8, dropout=-0.1), ValueError, r"dropout must be a float in \[0, 1\)"),
+    "additive_query": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 5), _q(2, 7, 6), _q(2, 7, 2)), ValueError, r"query must have shape \(batch, q_len, query_dim=4\), got \(2, 3, 5\)"),
+    "additive_keys": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 4), _q(2, 7, 4), _q(2, 7, 2)), ValueError, r"keys must have shape \(batch=2, k_len, key_dim=6\), got \(2, 7, 4\)"),
+    "additive_values": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 4), _q(2, 7, 6), _q(2, 5, 2)), ValueError, r"values must have shape \(batch=2, k_len=7, dv\) like keys, got \(2, 5, 2\)"),
+    "additive_mask": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 4), _q(2, 7, 6), _q(2, 7, 2), torch.ones(2, 1, 1, 7, dtype=torch.bool)), ValueError, r"mask must be broadcastable to \(batch=2, q_len=3, k_len=7\), got \(2, 1, 1, 7\)"),
+    "additive_type": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 4), [[1.0]], _q(2, 7, 2)), TypeError, r"keys must be a Tensor of shape \(batch, k_len, key_dim=6\), got list"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(BAD_CALLS))
+def test_bad_input_raises_before_compute(case: str) -> None:
+    call, exc, match = BAD_CALLS[case]
+    with RecordOps() as ops, pytest.raises(exc, match=match):
+        call()
+    computed = COMPUTE_OPS.intersection(ops.names)
+    assert not computed, f"computed {computed} before raising"

@@ -1,0 +1,56 @@
+"""Tests of mtlib.bench: the quick mode runs in-process and prints the expected table."""
+
+import math
+
+import pytest
+import torch
+
+from mtlib import bench
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+
+
+def test_quick_attention_table(capsys: pytest.CaptureFixture[str]) -> None:
+    table = bench.main(["attention", "--quick", "--device", "cpu"])
+    printed = capsys.readouterr().out
+    assert printed.strip() == table.strip()
+    lines = table.splitlines()
+    assert lines[0].startswith("attention forward, B=2, d_model=32, h=4, device=cpu")
+    assert lines[1].split() == list(bench.COLUMNS)
+    rows = [line.split(maxsplit=1) for line in lines[3:]]
+    assert len(rows) == 2 * len(bench.IMPLEMENTATIONS)  # sizes 8 and 16
+    assert [int(r[0]) for r in rows] == [8] * 4 + [16] * 4
+    for row, name in zip(rows, bench.IMPLEMENTATIONS * 2, strict=True):
+        assert row[1].startswith(name)
+        numbers = [float(x) for x in row[1][len(name) :].split()]
+        assert len(numbers) == 4 and numbers[0] > 0  # time_ms, time_x_mha, peak_mib, mem_x_mha
+
+
+def test_bench_attention_rows() -> None:
+    rows = bench.bench_attention(sizes=[6], repeats=3, batch=3, d_model=20, num_heads=5, device="cpu")
+    assert [r.name for r in rows] == list(bench.IMPLEMENTATIONS)
+    by_name = {r.name: r for r in rows}
+    reference = by_name[bench.MHA_NAME]
+    assert reference.time_x_mha == 1.0
+    assert reference.mem_x_mha == 1.0 or math.isnan(reference.mem_x_mha)
+    for row in rows:
+        assert row.seq_len == 6 and row.time_ms > 0
+        assert math.isclose(row.time_x_mha, row.time_ms / reference.time_ms)
+        assert row.peak_mib >= 0 or math.isnan(row.peak_mib)
+    # the explicit path allocates at least its (B, H, T, T) weights and its (B, T, d_model) output
+    explicit = by_name["mtlib explicit"].peak_mib
+    assert math.isnan(explicit) or explicit * 2**20 >= 4 * (3 * 5 * 6 * 6 + 3 * 6 * 20)
+
+
+def test_format_table_handles_nan() -> None:
+    row = bench.BenchRow(seq_len=4, name="x", time_ms=1234.5, peak_mib=math.nan, time_x_mha=0.5)
+    line = bench.format_table([row]).splitlines()[-1]
+    assert line.split() == ["4", "x", "1234", "0.50", "nan", "nan"]
+
+
+def test_cli_requires_a_benchmark_name() -> None:
+    with pytest.raises(SystemExit):
+        bench.main([])

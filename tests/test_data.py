@@ -1,0 +1,55 @@
+import pytest
+import torch
+
+from mtlib.data import BOS, EOS, PAD, decode_symbols, sequence_task
+
+
+def _real(batch, i):
+    return batch.src[i, : batch.lengths[i]]
+
+
+def _target(batch, i):
+    n = int(batch.lengths[i])
+    assert batch.tgt[i, 0] == BOS and batch.tgt[i, n + 1] == EOS
+    assert (batch.tgt[i, n + 2 :] == PAD).all() and (batch.src[i, n:] == PAD).all()
+    return batch.tgt[i, 1 : n + 1]
+
+
+@pytest.mark.parametrize(
+    "kind, transform",
+    [("copy", lambda x: x), ("reverse", lambda x: x.flip(0)), ("sort", lambda x: x.sort().values)],
+)
+def test_targets_follow_the_task(kind, transform):
+    batch = sequence_task(37, 2, 9, kind=kind, num_symbols=7, generator=torch.Generator().manual_seed(0))
+    assert batch.src.shape == (37, int(batch.lengths.max())) and batch.tgt.shape == (37, batch.src.shape[1] + 2)
+    assert batch.lengths.min() >= 2 and batch.lengths.max() <= 9
+    for i in range(37):
+        assert torch.equal(_target(batch, i), transform(_real(batch, i)))
+        assert (_real(batch, i) >= 3).all() and (_real(batch, i) < 10).all()
+    assert batch.vocab_size <= 10
+
+
+def test_same_seed_same_data():
+    a = sequence_task(5, 1, 6, generator=torch.Generator().manual_seed(3))
+    b = sequence_task(5, 1, 6, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(a.src, b.src) and torch.equal(a.tgt, b.tgt)
+
+
+def test_decode_symbols_is_readable():
+    assert decode_symbols(torch.tensor([BOS, 3, 12, EOS, PAD])) == "<s> 0 9 </s> _"
+    with pytest.raises(ValueError, match=r"tokens must have shape \(T,\), got \(1, 2\)"):
+        decode_symbols(torch.zeros(1, 2, dtype=torch.long))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"n": 2, "min_len": 1, "max_len": 3, "kind": "shuffle"}, "kind must be one of"),
+        ({"n": 0, "min_len": 1, "max_len": 3}, "n must be >= 1"),
+        ({"n": 2, "min_len": 4, "max_len": 3}, "min_len <= max_len"),
+        ({"n": 2, "min_len": 1, "max_len": 3, "num_symbols": 1}, "num_symbols >= 2"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        sequence_task(**kwargs)

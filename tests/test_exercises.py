@@ -1,0 +1,87 @@
+"""The self-check pattern: correct solutions pass, every kind of mistake gets a readable message."""
+
+import pytest
+import torch
+
+from mtlib import exercises
+
+
+def good_softmax(x, temperature=1.0):
+    z = x / temperature
+    z = z - z.max(dim=-1, keepdim=True).values
+    return z.exp() / z.exp().sum(dim=-1, keepdim=True)
+
+
+def good_lookup(query, keys, values):
+    return torch.softmax(keys @ query, dim=0) @ values
+
+
+def good_nw(x_query, x_train, y_train, bandwidth):
+    scores = -((x_query[:, None] - x_train[None, :]) ** 2) / (2 * bandwidth**2)
+    return scores.softmax(dim=-1) @ y_train
+
+
+@pytest.mark.parametrize(
+    "checker, solution, cases",
+    [
+        (exercises.check_softmax, good_softmax, 5),
+        (exercises.check_soft_lookup, good_lookup, 4),
+        (exercises.check_nadaraya_watson, good_nw, 4),
+    ],
+)
+def test_correct_solutions_pass_and_say_so(checker, solution, cases, capsys):
+    assert checker(solution) is None
+    assert capsys.readouterr().out.strip() == f"{checker.__name__}: all {cases} cases passed."
+
+
+def naive_softmax(x, temperature=1.0):
+    return (x / temperature).exp() / (x / temperature).exp().sum(-1, keepdim=True)
+
+
+def in_place_softmax(x, temperature=1.0):
+    x -= x.max(dim=-1, keepdim=True).values
+    return good_softmax(x, temperature)
+
+
+@pytest.mark.parametrize(
+    "checker, bad, match",
+    [
+        # the learner's function raises: reported in words, no traceback from inside the checker
+        (exercises.check_softmax, lambda x, temperature=1.0: 1 / 0, r"case 1 of 5 .*raised ZeroDivisionError: division by zero"),
+        # wrong type
+        (exercises.check_softmax, lambda x, temperature=1.0: x.tolist(), r"case 1 of 5 .*expected a torch.Tensor, got list"),
+        (exercises.check_soft_lookup, lambda q, k, v: None, r"expected a torch.Tensor, got NoneType"),
+        # wrong shape: softmax over the wrong dimension keeps the shape, summing does not
+        (exercises.check_softmax, lambda x, temperature=1.0: x.exp().sum(-1), r"case 1 of 5 .*expected output shape \(4,\), got \(\)"),
+        (exercises.check_soft_lookup, lambda q, k, v: torch.softmax(k @ q, 0)[:, None] * v, r"expected output shape \(1,\), got \(3, 1\)"),
+        # wrong values: softmax over dim 0 is right for one row and wrong for the 3-row case
+        (exercises.check_softmax, lambda x, temperature=1.0: torch.softmax(x, dim=0), r"case 2 of 5 \(3 rows.*largest error .* at index \(\d, \d\)"),
+        (exercises.check_softmax, lambda x, temperature=1.0: torch.softmax(x, dim=-1), r"case 3 of 5 \(temperature=0.5.*\nHint: divide the scores by the temperature"),
+        # numerics: overflow and underflow
+        (exercises.check_softmax, naive_softmax, r"case 5 of 5 \(large scores.*NaN or inf.*\nHint: exp\(1000\) overflows"),
+        (exercises.check_nadaraya_watson, lambda q, x, y, h: (w := (-((q[:, None] - x) ** 2) / (2 * h**2)).exp()) @ y / w.sum(-1), r"case 4 of 4 \(m=1 query far"),
+        # integer output, in-place modification
+        (exercises.check_softmax, lambda x, temperature=1.0: torch.zeros(x.shape, dtype=torch.long), r"floating-point tensor, got dtype torch.int64"),
+        (exercises.check_softmax, in_place_softmax, r"changed its input tensor in place"),
+    ],
+)
+def test_mistakes_get_a_diagnostic_naming_the_case(checker, bad, match):
+    with pytest.raises(AssertionError, match=match) as info:
+        checker(bad)
+    error = info.value
+    assert isinstance(error, exercises.CheckFailed)
+    assert error.__cause__ is None and (error.__context__ is None or error.__suppress_context__)  # no inner traceback
+    assert "good_" not in str(info.value) and "def " not in str(info.value)  # never shows a solution
+
+
+def test_a_non_function_is_a_type_error():
+    with pytest.raises(TypeError, match="check_softmax takes your function, got list"):
+        exercises.check_softmax([1, 2, 3])
+
+
+def test_jupyter_shows_only_the_message():
+    with pytest.raises(exercises.CheckFailed) as info:
+        exercises.check_softmax(lambda x, temperature=1.0: 1 / 0)
+    lines = info.value._render_traceback_()
+    assert lines == [f"CheckFailed: {info.value}"]
+    assert "exercises.py" not in "".join(lines)

@@ -1,0 +1,283 @@
+"""Tests of mtlib.transformer: parity with nn.Transformer, decoding, masks, bad input.
+
+Distinct sizes on purpose: source vocabulary 11, target vocabulary 13, d_model 30 with 5
+heads, d_ff 44, source length 7, target length 6.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from mtlib import masks
+from mtlib.blocks import DecoderCache
+from mtlib.transformer import (
+    Decoder,
+    Encoder,
+    Transformer,
+    TransformerConfig,
+    beam_search,
+    greedy_decode,
+)
+
+PAD, BOS, EOS = 0, 1, 2
+TOL = {torch.float32: {"atol": 1e-5, "rtol": 1e-5}, torch.float64: {"atol": 1e-10, "rtol": 1e-10}}
+NESTED_WARNING = "ignore:enable_nested_tensor is True"
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+
+
+def close(actual: Tensor, expected: Tensor) -> None:
+    torch.testing.assert_close(actual, expected, **TOL[expected.dtype])
+
+
+def make_model(**overrides: object) -> Transformer:
+    config = TransformerConfig.tiny(src_vocab=11, tgt_vocab=13, d_model=30, num_heads=5,
+                                    d_ff=44, **overrides)  # fmt: skip
+    return Transformer(config).eval()
+
+
+def tokens(batch: int, length: int, vocab: int, lengths: list[int] | None = None) -> Tensor:
+    """Random ids in [3, vocab) (no PAD/BOS/EOS), right-padded to ``lengths`` if given."""
+    out = torch.randint(3, vocab, (batch, length))
+    for row, n in enumerate(lengths or []):
+        out[row, n:] = PAD
+    return out
+
+
+# ---------------------------------------------------------------------------- config
+
+
+def test_config_presets_and_validation() -> None:
+    base = TransformerConfig.base()
+    assert (base.d_model, base.num_heads, base.num_encoder_layers, base.d_ff, base.dropout) == (
+        512, 8, 6, 2048, 0.1)  # fmt: skip
+    assert not base.norm_first and not base.use_final_norm  # the paper: Post-LN
+    tiny = TransformerConfig.tiny(norm_first=True, src_vocab=40)
+    assert tiny.d_model == 32 and tiny.src_vocab == 40 and tiny.use_final_norm
+    with pytest.raises(ValueError, match="d_model=30 must be divisible by num_heads=4"):
+        TransformerConfig.tiny(d_model=30)
+    with pytest.raises(ValueError, match="activation must be one of"):
+        TransformerConfig(activation="elu")
+    with pytest.raises(ValueError, match="tgt_vocab must be >= 1"):
+        TransformerConfig(tgt_vocab=0)
+
+
+def test_final_norm_and_tied_embeddings() -> None:
+    assert isinstance(make_model().encoder.norm, nn.Identity)
+    assert isinstance(make_model(norm_first=True).decoder.norm, nn.LayerNorm)
+    assert isinstance(make_model(final_norm=True).encoder.norm, nn.LayerNorm)
+    tied = make_model(tie_embeddings=True)
+    assert tied.lm_head.weight is tied.tgt_embed.weight
+    assert "positional.pe" not in tied.state_dict()  # the table is a non-persistent buffer
+
+
+# ---------------------------------------------------------------------------- forward
+
+
+def test_forward_shapes_and_embedding_scale() -> None:
+    model = make_model()
+    src, tgt = tokens(2, 7, 11, [7, 4]), tokens(2, 6, 13)
+    logits = model(src, tgt)
+    assert logits.shape == (2, 6, 13)
+    # the encoder's input is sqrt(d_model) * embedding + PE
+    x = model.src_embed(src) * math.sqrt(30) + model.positional.pe[:7]
+    close(model.encode(src), model.encoder(x, masks.padding_mask_from_tokens(src, PAD)))
+
+
+@pytest.mark.filterwarnings(NESTED_WARNING)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(("norm_first", "activation"), [(False, "relu"), (True, "gelu")])
+def test_stacks_match_nn_transformer(norm_first: bool, activation: str, dtype: torch.dtype) -> None:
+    ref = nn.Transformer(30, 5, num_encoder_layers=2, num_decoder_layers=3, dim_feedforward=44,
+                         activation=activation, norm_first=norm_first, batch_first=True)  # fmt: skip
+    with torch.no_grad():  # PyTorch initialises biases to 0: make every copy visible
+        for name, p in ref.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0.0, 0.5)
+    ref = ref.to(dtype).eval()
+    ours = Transformer.from_torch(ref, src_vocab=11, tgt_vocab=13, pad_id=PAD).eval()
+    assert len(ours.decoder.layers) == 3 and isinstance(ours.encoder.norm, nn.LayerNorm)
+    x, y = torch.randn(2, 7, 30, dtype=dtype), torch.randn(2, 6, 30, dtype=dtype)
+    src_kpm = torch.tensor([[False] * 7, [False] * 4 + [True] * 3])  # PyTorch: True = ignore
+    expected = ref(x, y, tgt_mask=~masks.causal_mask(6), src_key_padding_mask=src_kpm,
+                   memory_key_padding_mask=src_kpm)  # fmt: skip
+    src_mask = masks.from_key_padding_mask(src_kpm)  # (B, 1, 1, S), True = attend
+    memory = ours.encoder(x, src_mask)
+    close(ours.decoder(y, memory, masks.causal_mask(6), src_mask), expected)
+    close(memory[0], ref.encoder(x, src_key_padding_mask=src_kpm)[0])
+
+
+@pytest.mark.filterwarnings(NESTED_WARNING)
+def test_stack_from_torch_without_final_norm() -> None:
+    layer = nn.TransformerEncoderLayer(30, 5, 44, batch_first=True)
+    ref = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
+    ours = Encoder.from_torch(ref).eval()
+    assert isinstance(ours.norm, nn.Identity)
+    x = torch.randn(3, 7, 30)
+    close(ours(x), ref(x))
+    dec_ref = nn.TransformerDecoder(nn.TransformerDecoderLayer(30, 5, 44, batch_first=True), 2).eval()
+    dec = Decoder.from_torch(dec_ref).eval()
+    y = torch.randn(3, 4, 30)
+    close(dec(y, x, masks.causal_mask(4)), dec_ref(y, x, tgt_mask=~masks.causal_mask(4)))
+
+
+def test_decoder_is_causal() -> None:
+    model = make_model()
+    src, tgt = tokens(2, 7, 11), tokens(2, 6, 13)
+    logits = model(src, tgt)
+    changed = tgt.clone()
+    changed[:, 4] = (changed[:, 4] + 1 - 3) % 10 + 3  # another real token at position 4
+    logits2 = model(src, changed)
+    close(logits2[:, :4], logits[:, :4])
+    assert not torch.allclose(logits2[:, 4:], logits[:, 4:])
+
+
+def test_encoder_padding_invariance() -> None:
+    model = make_model()
+    src, tgt = tokens(1, 5, 11), tokens(1, 6, 13)
+    padded = torch.cat([src, torch.full((1, 3), PAD)], dim=1)  # (1, 8)
+    close(model.encode(padded)[:, :5], model.encode(src))
+    close(model(padded, tgt), model(src, tgt))
+
+
+# ---------------------------------------------------------------------------- cached decoding
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cached_step_logits_equal_full_recomputation(norm_first: bool) -> None:
+    model = make_model(norm_first=norm_first).double()
+    src, tgt = tokens(2, 7, 11, [7, 5]), tokens(2, 6, 13)
+    memory, memory_mask = model.encode(src), model.src_mask(src)
+    full = model.decode(tgt, memory, memory_mask)  # (B, T, V)
+    cache = model.new_cache()
+    for t in range(6):
+        step = model.decode(tgt[:, t : t + 1], memory, memory_mask, cache=cache)  # (B, 1, V)
+        close(step[:, 0], full[:, t])
+    # two new tokens at once after a cached prefix of four
+    cache = model.new_cache()
+    model.decode(tgt[:, :4], memory, memory_mask, cache=cache)
+    close(model.decode(tgt[:, 4:], memory, memory_mask, cache=cache), full[:, 4:])
+
+
+def test_decoding_step_t_uses_position_t() -> None:
+    """The classic bug: every cached step encoded as position 0."""
+    model = make_model().double()
+    src, tgt = tokens(1, 7, 11), tokens(1, 5, 13)
+    memory = model.encode(src)
+    offsets: list[int] = []
+
+    def record(module: nn.Module, args: tuple, kwargs: dict) -> None:
+        offsets.append(kwargs["offset"])
+
+    model.positional.register_forward_pre_hook(record, with_kwargs=True)
+    cache = model.new_cache()
+    for t in range(5):
+        model.decode(tgt[:, t : t + 1], memory, cache=cache)
+    assert offsets == [0, 1, 2, 3, 4]
+    # forcing position 0 at step 3 gives different logits from the true ones
+    full = model.decode(tgt[:, :4], memory)
+    cache = model.new_cache()
+    model.decode(tgt[:, :3], memory, cache=cache)
+    wrong = model.decode(tgt[:, 3:4], memory, cache=cache, offset=0)
+    assert not torch.allclose(wrong[:, 0], full[:, 3], atol=1e-4)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_greedy_cached_equals_uncached(norm_first: bool) -> None:
+    model = make_model(norm_first=norm_first)
+    src = tokens(3, 7, 11, [7, 5, 2])
+    cached = greedy_decode(model, src, BOS, EOS, max_len=12)
+    full = greedy_decode(model, src, BOS, EOS, max_len=12, use_cache=False)
+    assert torch.equal(cached, full)
+    assert cached.shape[0] == 3 and cached.shape[1] <= 12
+    assert torch.all(cached[:, 0] == BOS) and not torch.any(cached[:, 1:] == PAD)
+
+
+def test_greedy_stops_and_pads_after_eos() -> None:
+    model = make_model()
+    with torch.no_grad():  # make EOS the favourite after any token but 5
+        model.lm_head.bias.zero_()
+        model.lm_head.weight.zero_()
+        model.lm_head.bias[EOS] = 1.0
+        model.lm_head.bias[7] = 2.0
+        model.tgt_embed.weight[7] = 0.0  # after 7 the logits are the bias: 7 again
+    out = greedy_decode(model, tokens(2, 7, 11), BOS, EOS, max_len=6)
+    assert out.tolist() == [[BOS, 7, 7, 7, 7, 7]] * 2  # runs to max_len
+    with torch.no_grad():
+        model.lm_head.bias[EOS] = 3.0
+    out = greedy_decode(model, tokens(2, 7, 11), BOS, EOS, max_len=6)
+    assert out.tolist() == [[BOS, EOS]] * 2  # stops as soon as every row has finished
+
+
+# ---------------------------------------------------------------------------- beam search
+
+
+def test_beam_size_one_is_greedy_and_cache_does_not_matter() -> None:
+    model = make_model()
+    src = tokens(3, 7, 11, [7, 6, 3])
+    greedy = greedy_decode(model, src, BOS, EOS, max_len=10)
+    assert torch.equal(beam_search(model, src, BOS, EOS, max_len=10, beam_size=1), greedy)
+    beams = beam_search(model, src, BOS, EOS, max_len=10, beam_size=3)
+    assert torch.equal(beams, beam_search(model, src, BOS, EOS, max_len=10, beam_size=3, use_cache=False))
+    for row in range(3):  # batched search == one source at a time
+        single = beam_search(model, src[row : row + 1], BOS, EOS, max_len=10, beam_size=3)
+        assert torch.equal(single[0], beams[row, : single.shape[1]])
+
+
+def _sequence_score(model: Transformer, src: Tensor, seq: list[int], alpha: float) -> float:
+    """log p(seq | src) (pad forbidden, as in decoding) / GNMT length penalty."""
+    tgt = torch.tensor([[BOS, *seq]])
+    logits = model(src, tgt)[0, :-1].double()  # (len, V)
+    logits[:, PAD] = float("-inf")
+    log_p = logits.log_softmax(dim=-1).gather(1, torch.tensor(seq)[:, None]).sum()
+    return float(log_p) / ((5 + len(seq)) / 6) ** alpha
+
+
+def test_wide_beam_finds_the_exhaustive_optimum() -> None:
+    """With more beams than hypotheses, beam search is exhaustive search."""
+    model = Transformer(TransformerConfig.tiny(src_vocab=9, tgt_vocab=5, d_model=12, num_heads=3,
+                                               d_ff=20, num_encoder_layers=1,
+                                               num_decoder_layers=1)).eval()  # fmt: skip
+    with torch.no_grad():
+        model.lm_head.bias[EOS] = 1.0  # make early stops competitive
+    src, alpha, max_len = tokens(1, 6, 9), 0.6, 5  # up to 4 generated tokens
+    hypotheses = []
+    for n in range(1, max_len):  # every sequence over {BOS, 3, 4} then EOS, or unfinished
+        hypotheses += [[*p, EOS] for p in itertools.product([BOS, 3, 4], repeat=n - 1)]
+    hypotheses += [list(p) for p in itertools.product([BOS, 3, 4], repeat=max_len - 1)]
+    with torch.no_grad():
+        best = max(hypotheses, key=lambda seq: _sequence_score(model, src, seq, alpha))
+    found = beam_search(model, src, BOS, EOS, max_len, beam_size=128, length_penalty=alpha)[0]
+    assert found.tolist()[: len(best) + 1] == [BOS, *best]
+
+
+# ---------------------------------------------------------------------------- bad input
+
+
+def test_transformer_rejects_bad_input() -> None:
+    model = make_model()
+    src, tgt = tokens(2, 7, 11), tokens(2, 6, 13)
+    with pytest.raises(TypeError, match=r"src must hold integer token ids .*float32"):
+        model(src.float(), tgt)
+    with pytest.raises(TypeError, match="tgt must be a Tensor of token ids"):
+        model(src, tgt.tolist())
+    with pytest.raises(ValueError, match=r"src must have shape \(batch, seq_len >= 1\), got \(7,\)"):
+        model.encode(src[0])
+    with pytest.raises(ValueError, match=r"tgt ids must lie in \[0, 13\)"):
+        model(src, torch.full((2, 6), 13))
+    with pytest.raises(ValueError, match=r"sequence length 65.*max_len=64"):
+        model(src, tokens(2, 65, 13))
+    with pytest.raises(ValueError, match="max_len must lie in"):
+        greedy_decode(model, src, BOS, EOS, max_len=65)
+    with pytest.raises(ValueError, match="one DecoderCache per layer"):
+        model.decode(tgt, model.encode(src), cache=[DecoderCache()])
+    with pytest.raises(TypeError, match="nn.Transformer"):
+        Transformer.from_torch(nn.Linear(2, 2), src_vocab=3, tgt_vocab=3)

@@ -1,0 +1,89 @@
+import random
+
+import numpy as np
+import pytest
+import torch
+
+import mtlib
+from mtlib import utils
+
+
+def test_version_is_a_string():
+    assert isinstance(mtlib.__version__, str) and mtlib.__version__.count(".") == 2
+
+
+def test_seed_everything_reproduces_all_three_generators():
+    utils.seed_everything(7)
+    first = (random.random(), np.random.rand(), torch.rand(3))
+    utils.seed_everything(7)
+    second = (random.random(), np.random.rand(), torch.rand(3))
+    assert first[0] == second[0] and first[1] == second[1]
+    torch.testing.assert_close(first[2], second[2], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("bad, error", [(-1, ValueError), (1.5, TypeError), (True, TypeError)])
+def test_seed_everything_rejects_bad_seeds(bad, error):
+    with pytest.raises(error, match="seed"):
+        utils.seed_everything(bad)
+
+
+def test_get_device_defaults_to_the_best_available(monkeypatch):
+    monkeypatch.delenv(utils.DEVICE_ENV, raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(utils, "_mps_available", lambda: False)
+    assert utils.get_device() == torch.device("cpu")
+    monkeypatch.setattr(utils, "_mps_available", lambda: True)
+    assert utils.get_device() == torch.device("mps")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert utils.get_device() == torch.device("cuda")
+
+
+def test_environment_variable_overrides_the_choice(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv(utils.DEVICE_ENV, "cpu")
+    assert utils.get_device() == torch.device("cpu")
+    assert utils.get_device("cuda:1") == torch.device("cuda:1")  # the argument wins over the variable
+
+
+def test_unknown_or_unavailable_devices_are_named_in_the_error(monkeypatch):
+    monkeypatch.setenv(utils.DEVICE_ENV, "tpu")
+    with pytest.raises(ValueError, match="MTLIB_DEVICE.*'tpu'"):
+        utils.get_device()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="cuda is not available"):
+        utils.get_device("cuda")
+
+
+def test_setup_seeds_and_returns_the_device(monkeypatch):
+    monkeypatch.setenv(utils.DEVICE_ENV, "cpu")
+    assert utils.setup(seed=3, style=False) == torch.device("cpu")
+    a = torch.rand(2)
+    utils.setup(seed=3)
+    torch.testing.assert_close(a, torch.rand(2), rtol=0, atol=0)
+
+
+def test_in_colab_is_false_here():
+    assert utils.in_colab() is False
+
+
+def test_rounded_handles_nested_structures_and_negative_zero():
+    value = {"t": torch.tensor([[0.12345, -0.0001]]), "a": np.array([1.23456]), "l": (2, 2.5555), "f": np.float32(0.5)}
+    assert utils.rounded(value, 2) == {"t": [[0.12, 0.0]], "a": [1.23], "l": (2, 2.56), "f": 0.5}
+    assert str(utils.rounded(-0.0001, 3)) == "0.0"
+    with pytest.raises(TypeError, match="value must be"):
+        utils.rounded("text")
+
+
+def test_fmt_uses_significant_digits():
+    assert utils.fmt(0.012345) == "0.0123"
+    assert utils.fmt(torch.tensor(12345.0), sig=2) == "1.2e+04"
+    assert utils.fmt(-0.0) == "0"
+    with pytest.raises(ValueError, match="single number.*\\(2,\\)"):
+        utils.fmt(torch.zeros(2))
+    with pytest.raises(ValueError, match="sig"):
+        utils.fmt(1.0, sig=0)
+
+
+def test_shapes_table_aligns_names():
+    table = utils.shapes(q=torch.zeros(2, 5, 8), keys=torch.zeros(2, 7, 8), mask=(2, 1, 7))
+    assert table.splitlines() == ["q     (2, 5, 8)", "keys  (2, 7, 8)", "mask  (2, 1, 7)"]
