@@ -37,6 +37,7 @@ __all__ = [
     "DECODER_LAYER_PAIRS",
     "attention_pairs",
     "copy_weights",
+    "torch_layer_config",
 ]
 
 # The activations FeedForward knows, as module classes (no lambdas on modules).
@@ -314,6 +315,9 @@ class DecoderBlock(nn.Module):
         """
         _check_input(x, self.d_model, "x")
         _check_input(memory, self.d_model, "memory")
+        if memory.shape[0] != x.shape[0]:
+            raise ValueError(f"memory must have shape (batch={x.shape[0]}, src_len, d_model) like x, "
+                             f"got {tuple(memory.shape)}")  # fmt: skip
         self_cache, cross_cache = (None, None) if cache is None else (cache.self_attn, cache.cross_attn)
         if self.norm_first:  # Pre-LN
             x = x + self._self_attention(self.norm1(x), self_mask, self_cache)

@@ -358,18 +358,29 @@ class Transformer(nn.Module):
         x = self._embed(self.tgt_embed, tgt, offset)  # (B, T, d_model)
         return self.lm_head(self.decoder(x, memory, tgt_mask, memory_mask, cache))
 
-    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+    def forward(
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+    ) -> Tensor:
         """Teacher-forced forward pass.
 
         Args:
             src: source token ids of shape (B, S).
             tgt: target input token ids of shape (B, T) (BOS + the target, shifted right).
+            src_mask: source padding mask broadcastable to (B, H, S, S), used by the encoder
+                and by cross-attention; default: from ``pad_id``.
+            tgt_mask: decoder self-attention mask broadcastable to (B, H, T, T); default:
+                causal + target padding. (Pass an all-True mask to watch the future leak.)
 
         Returns:
             Logits of shape (B, T, tgt_vocab).
         """
-        memory = self.encode(src)  # (B, S, d_model)
-        return self.decode(tgt, memory, self.src_mask(src))
+        src_mask = self.src_mask(src) if src_mask is None else src_mask
+        memory = self.encode(src, src_mask)  # (B, S, d_model)
+        return self.decode(tgt, memory, src_mask, tgt_mask)
 
     @classmethod
     def from_torch(
@@ -503,6 +514,8 @@ def beam_search(
         Token ids of shape (B, L), L <= max_len, starting with BOS, padded after EOS.
     """
     _check_decode_args(src, max_len, model)
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be >= 1, got {beam_size}")
     batch, k = src.shape[0], beam_size
     fill = eos_id if model.config.pad_id is None else model.config.pad_id
     rows = torch.arange(batch, device=src.device).repeat_interleave(k)  # (B*K,) source of each beam
@@ -516,8 +529,10 @@ def beam_search(
         vocab = log_probs.shape[-1]
         total = scores[:, :, None] + log_probs.view(batch, k, vocab)  # (B, K, V)
         scores, flat = total.view(batch, k * vocab).topk(k, dim=-1)  # (B, K) each
-        parent = (flat // vocab + torch.arange(batch, device=src.device)[:, None] * k).view(-1)
-        ys = torch.cat([ys[parent], (flat % vocab).view(-1, 1)], dim=1)  # (B*K, t + 1)
+        first_row = torch.arange(batch, device=src.device)[:, None] * k  # (B, 1)
+        parent = (first_row + flat // vocab).view(-1)  # (B*K,) row each new beam extends
+        next_token = (flat % vocab).view(-1, 1)  # (B*K, 1)
+        ys = torch.cat([ys[parent], next_token], dim=1)  # (B*K, t + 1)
         if cache is not None:
             for layer_cache in cache:
                 layer_cache.reorder(parent)

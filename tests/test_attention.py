@@ -283,6 +283,30 @@ def test_mha_fully_masked_rows_give_zeros_and_finite_grads(fused: bool) -> None:
         assert torch.equal(weights[0, :, 1], torch.zeros(H, TQ))
 
 
+def test_fused_path_never_hands_torch_an_empty_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Older PyTorch versions return NaN for rows with nothing to attend to: we must not rely on them.
+    seen = []
+
+    def spy(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, **kwargs: object) -> Tensor:
+        seen.append(attn_mask)
+        allowed = attn_mask if attn_mask.dtype == torch.bool else attn_mask > float("-inf")
+        if not allowed.any(-1).all():  # behave like an old PyTorch
+            return torch.full_like(q, float("nan"))
+        return real(q, k, v, attn_mask=attn_mask, **kwargs)
+
+    real = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    mha = MultiHeadAttention(D, H, bias=False)
+    x = torch.randn(B, TQ, D)
+    mask = random_bool_mask(B, 1, TQ, TQ)
+    mask[0, 0, 1] = False
+    bias = masks.to_additive(mask)
+    for m in (mask, bias):
+        out, _ = mha(x, mask=m)
+        assert torch.isfinite(out).all() and torch.equal(out[0, 1], torch.zeros(D))
+    assert len(seen) == 2
+
+
 def test_mha_gradcheck_inputs_and_parameters() -> None:
     mha = MultiHeadAttention(6, 3, kdim=5, vdim=4).double()
     names = [n for n, _ in mha.named_parameters()]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import pickle
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -30,8 +32,14 @@ NESTED_WARNING = "ignore:enable_nested_tensor is True"
 
 
 @pytest.fixture(autouse=True)
-def _seed() -> None:
+def _seed_one_thread() -> Iterator[None]:
+    """Seed, and use one thread: for these tiny tensors OpenMP threads only add overhead,
+    and on a busy 2-core machine their spin-waiting made this file 10x slower."""
     torch.manual_seed(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def close(actual: Tensor, expected: Tensor) -> None:
@@ -77,6 +85,7 @@ def test_final_norm_and_tied_embeddings() -> None:
     tied = make_model(tie_embeddings=True)
     assert tied.lm_head.weight is tied.tgt_embed.weight
     assert "positional.pe" not in tied.state_dict()  # the table is a non-persistent buffer
+    pickle.dumps(tied)  # no lambdas on modules
 
 
 # ---------------------------------------------------------------------------- forward
@@ -146,6 +155,13 @@ def test_encoder_padding_invariance() -> None:
     padded = torch.cat([src, torch.full((1, 3), PAD)], dim=1)  # (1, 8)
     close(model.encode(padded)[:, :5], model.encode(src))
     close(model(padded, tgt), model(src, tgt))
+    # a source that is all padding and a target starting with padding: zeros, never NaN
+    empty_src, padded_tgt = torch.full((1, 4), PAD), torch.cat([torch.full((1, 1), PAD), tgt], 1)
+    model.train()
+    logits = model(empty_src, padded_tgt)
+    logits.sum().backward()
+    assert torch.isfinite(logits).all()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
 # ---------------------------------------------------------------------------- cached decoding
@@ -217,6 +233,30 @@ def test_greedy_stops_and_pads_after_eos() -> None:
     assert out.tolist() == [[BOS, EOS]] * 2  # stops as soon as every row has finished
 
 
+def test_decoding_without_pad_id_fills_with_eos() -> None:
+    model = make_model(pad_id=None)
+    with torch.no_grad():
+        model.lm_head.bias[EOS] = 50.0  # EOS always wins
+    src = tokens(2, 7, 11)
+    assert greedy_decode(model, src, BOS, EOS, max_len=8).tolist() == [[BOS, EOS]] * 2
+    beams = beam_search(model, src, BOS, EOS, max_len=8, beam_size=3)
+    assert beams.shape[1] < 8  # stopped once every beam had finished
+    assert beams[:, :2].tolist() == [[BOS, EOS]] * 2 and torch.all(beams[:, 2:] == EOS)
+
+
+def test_forward_mask_overrides() -> None:
+    model = make_model()
+    src, tgt = tokens(2, 7, 11), tokens(2, 6, 13)
+    leaky = model(src, tgt, tgt_mask=torch.ones(6, 6, dtype=torch.bool))  # no causal mask
+    changed = tgt.clone()
+    changed[:, 5] = (changed[:, 5] + 1 - 3) % 10 + 3
+    leaky2 = model(src, changed, tgt_mask=torch.ones(6, 6, dtype=torch.bool))
+    assert not torch.allclose(leaky[:, 0], leaky2[:, 0])  # position 0 saw the last token
+    only_first = torch.zeros(2, 1, 1, 7, dtype=torch.bool)
+    only_first[..., 0] = True
+    close(model(src, tgt, src_mask=only_first), model(src[:, :1], tgt))
+
+
 # ---------------------------------------------------------------------------- beam search
 
 
@@ -277,7 +317,11 @@ def test_transformer_rejects_bad_input() -> None:
         model(src, tokens(2, 65, 13))
     with pytest.raises(ValueError, match="max_len must lie in"):
         greedy_decode(model, src, BOS, EOS, max_len=65)
+    with pytest.raises(ValueError, match="beam_size must be >= 1"):
+        beam_search(model, src, BOS, EOS, max_len=5, beam_size=0)
     with pytest.raises(ValueError, match="one DecoderCache per layer"):
         model.decode(tgt, model.encode(src), cache=[DecoderCache()])
+    with pytest.raises(ValueError, match=r"memory must have shape \(batch=2, src_len, d_model\)"):
+        model.decode(tgt, model.encode(tokens(3, 7, 11)))
     with pytest.raises(TypeError, match="nn.Transformer"):
         Transformer.from_torch(nn.Linear(2, 2), src_vocab=3, tgt_vocab=3)
