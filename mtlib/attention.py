@@ -128,7 +128,9 @@ def scaled_dot_product_attention(
     return (out, weights) if return_weights else out
 
 
-def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, is_causal: bool) -> Tensor:
+def _fused_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, is_causal: bool
+) -> Tensor:
     """The same as :func:`scaled_dot_product_attention`, through PyTorch's fused kernel.
 
     PyTorch's kernel never builds the ``(Tq, Tk)`` weights. Rows with nothing to attend to are
@@ -151,7 +153,9 @@ def _fused_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropo
         mask = mask | empty  # (..., Tq, Tk)
     else:
         mask = mask.masked_fill(empty, 0.0).to(q.dtype)  # (..., Tq, Tk)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)  # (B, H, Tq, Dh)
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, dropout_p=dropout_p
+    )  # (B, H, Tq, Dh)
     return out.masked_fill(empty, 0.0)  # (B, H, Tq, Dh)
 
 
@@ -333,7 +337,9 @@ class MultiHeadAttention(nn.Module):
         x = x.transpose(1, 2)  # (B, T, H, Dh)
         return x.reshape(batch, length, self.d_model)  # (B, T, d_model)
 
-    def _keys_values(self, key: Tensor, value: Tensor, cache: KVCache | None) -> tuple[Tensor, Tensor]:
+    def _keys_values(
+        self, key: Tensor, value: Tensor, cache: KVCache | None
+    ) -> tuple[Tensor, Tensor]:
         """Project keys and values, going through the cache when there is one."""
         if cache is not None and cache.static and cache.filled:
             return cache.k, cache.v  # encoder memory projected on an earlier step
@@ -342,15 +348,21 @@ class MultiHeadAttention(nn.Module):
         return (k, v) if cache is None else cache.update(k, v)  # (B, H, T_cached + Tk, Dh)
 
     def _attend(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, need_weights: bool
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Tensor | None,
+        is_causal: bool,
+        need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
         """Run the fused or the explicit attention; returns ``(B, H, Tq, Dh)`` and the weights."""
         dropout_p = self.dropout if self.training else 0.0
         q_len, k_len = q.shape[-2], k.shape[-2]
         use_fused = self.fused and not need_weights
         if is_causal and not (use_fused and mask is None and q_len == k_len):
-            mask = _masks.combine(mask, _masks.causal_mask(q_len, k_len, device=q.device))  # (.., Tq, Tk)
-            is_causal = False
+            causal = _masks.causal_mask(q_len, k_len, device=q.device)  # (Tq, Tk)
+            mask, is_causal = _masks.combine(mask, causal), False  # the kernel cannot do it alone
         if use_fused:
             return _fused_attention(q, k, v, mask, dropout_p, is_causal), None
         out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, return_weights=True)
@@ -374,7 +386,9 @@ class MultiHeadAttention(nn.Module):
         if not isinstance(m, nn.MultiheadAttention):
             raise TypeError(f"m must be an nn.MultiheadAttention, got {type(m).__name__}")
         if m.bias_k is not None or m.add_zero_attn:
-            raise ValueError("m must not use add_bias_kv or add_zero_attn: MultiHeadAttention has no equivalent")
+            raise ValueError(
+                "m must not use add_bias_kv or add_zero_attn: MultiHeadAttention has no equivalent"
+            )
         bias = m.in_proj_bias is not None
         ours = cls(m.embed_dim, m.num_heads, kdim=m.kdim, vdim=m.vdim, dropout=m.dropout, bias=bias)
         ours = ours.to(m.out_proj.weight)  # same device and dtype
@@ -392,13 +406,16 @@ class MultiHeadAttention(nn.Module):
         with torch.no_grad():
             for name, src in table:
                 if params[name].shape != src.shape:
-                    raise ValueError(f"shape mismatch copying {name}: ours {tuple(params[name].shape)}, theirs {tuple(src.shape)}")
+                    raise ValueError(
+                        f"shape mismatch copying {name}: ours {tuple(params[name].shape)}, theirs {tuple(src.shape)}"
+                    )
                 params[name].copy_(src)
         return ours
 
     def extra_repr(self) -> str:
-        extra = f", kdim={self.kdim}, vdim={self.vdim}" if (self.kdim, self.vdim) != (self.d_model,) * 2 else ""
-        return f"d_model={self.d_model}, num_heads={self.num_heads}{extra}, dropout={self.dropout}, fused={self.fused}"
+        same = self.kdim == self.vdim == self.d_model
+        dims = "" if same else f", kdim={self.kdim}, vdim={self.vdim}"
+        return f"d_model={self.d_model}, num_heads={self.num_heads}{dims}, dropout={self.dropout}, fused={self.fused}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -427,7 +444,9 @@ class AdditiveAttention(nn.Module):
         self.v = nn.Linear(hidden_dim, 1, bias=False)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Attend from each query to the keys, and average the values with those weights.
 
         Args:
@@ -462,7 +481,9 @@ def _check_tensor(x: object, name: str, expected: str) -> None:
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a Tensor of shape {expected}, got {type(x).__name__}")
     if not x.dtype.is_floating_point:
-        raise TypeError(f"{name} must be a floating-point Tensor of shape {expected}, got dtype {x.dtype}")
+        raise TypeError(
+            f"{name} must be a floating-point Tensor of shape {expected}, got dtype {x.dtype}"
+        )
 
 
 def _check_positive_int(value: object, name: str) -> None:
@@ -487,7 +508,9 @@ def _check_same(tensors: dict[str, Tensor], attr: str) -> None:
     (first, ref), *rest = tensors.items()
     for name, x in rest:
         if getattr(x, attr) != getattr(ref, attr):
-            raise ValueError(f"{name} and {first} must have the same {attr}, got {getattr(x, attr)} and {getattr(ref, attr)}")
+            raise ValueError(
+                f"{name} and {first} must have the same {attr}, got {getattr(x, attr)} and {getattr(ref, attr)}"
+            )
 
 
 def _autocast_enabled(device_type: str) -> bool:
@@ -499,27 +522,41 @@ def _autocast_enabled(device_type: str) -> bool:
         return False
 
 
-def _check_sdpa_inputs(q: object, k: object, v: object, mask: Tensor | None, dropout_p: float) -> None:
+def _check_sdpa_inputs(
+    q: object, k: object, v: object, mask: Tensor | None, dropout_p: float
+) -> None:
     _check_tensor(q, "q", "(..., q_len, d_k)")
     _check_tensor(k, "k", "(..., k_len, d_k)")
     _check_tensor(v, "v", "(..., k_len, d_v)")
     if q.dim() < 2 or k.dim() != q.dim() or v.dim() != q.dim():
-        raise ValueError(f"q, k and v must have the same rank >= 2, got {_shape(q)}, {_shape(k)}, {_shape(v)}")
+        raise ValueError(
+            f"q, k and v must have the same rank >= 2, got {_shape(q)}, {_shape(k)}, {_shape(v)}"
+        )
     if k.shape[-1] != q.shape[-1]:
-        raise ValueError(f"k must have shape (..., k_len, d_k={q.shape[-1]}) like q, got {_shape(k)}")
+        raise ValueError(
+            f"k must have shape (..., k_len, d_k={q.shape[-1]}) like q, got {_shape(k)}"
+        )
     if v.shape[-2] != k.shape[-2]:
-        raise ValueError(f"v must have shape (..., k_len={k.shape[-2]}, d_v) like k, got {_shape(v)}")
+        raise ValueError(
+            f"v must have shape (..., k_len={k.shape[-2]}, d_v) like k, got {_shape(v)}"
+        )
     try:
         batch_shape = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError:
-        raise ValueError(f"q, k and v leading dims must broadcast, got {_shape(q)}, {_shape(k)}, {_shape(v)}") from None
+        raise ValueError(
+            f"q, k and v leading dims must broadcast, got {_shape(q)}, {_shape(k)}, {_shape(v)}"
+        ) from None
     _check_same({"q": q, "k": k, "v": v}, "dtype")
-    _check_same({"q": q, "k": k, "v": v, **({"mask": mask} if isinstance(mask, Tensor) else {})}, "device")
+    _check_same(
+        {"q": q, "k": k, "v": v, **({"mask": mask} if isinstance(mask, Tensor) else {})}, "device"
+    )
     _masks.check_mask(mask, q.shape[-2], k.shape[-2], "mask", batch_shape=tuple(batch_shape))
     _check_dropout(dropout_p, "dropout_p")
 
 
-def _check_mha_config(d_model: int, num_heads: int, kdim: int | None, vdim: int | None, dropout: float) -> None:
+def _check_mha_config(
+    d_model: int, num_heads: int, kdim: int | None, vdim: int | None, dropout: float
+) -> None:
     _check_positive_int(d_model, "d_model")
     _check_positive_int(num_heads, "num_heads")
     if d_model % num_heads != 0:
@@ -531,20 +568,32 @@ def _check_mha_config(d_model: int, num_heads: int, kdim: int | None, vdim: int 
 
 
 def _check_mha_inputs(
-    mha: MultiHeadAttention, query: object, key: object, value: object, mask: object, cache: object, is_causal: bool
+    mha: MultiHeadAttention,
+    query: object,
+    key: object,
+    value: object,
+    mask: object,
+    cache: object,
+    is_causal: bool,
 ) -> None:
     if key is None and value is not None:
-        raise ValueError("value was given without key: pass key too (key=None means self-attention)")
+        raise ValueError(
+            "value was given without key: pass key too (key=None means self-attention)"
+        )
     key = query if key is None else key
     value = key if value is None else value
     _check_tensor(query, "query", f"(batch, q_len, d_model={mha.d_model})")
     _check_tensor(key, "key", f"(batch, k_len, kdim={mha.kdim})")
     _check_tensor(value, "value", f"(batch, k_len, vdim={mha.vdim})")
     if query.dim() != 3 or query.shape[-1] != mha.d_model:
-        raise ValueError(f"query must have shape (batch, q_len, d_model={mha.d_model}), got {_shape(query)}")
+        raise ValueError(
+            f"query must have shape (batch, q_len, d_model={mha.d_model}), got {_shape(query)}"
+        )
     batch = query.shape[0]
     if key.dim() != 3 or key.shape[0] != batch or key.shape[-1] != mha.kdim:
-        raise ValueError(f"key must have shape (batch={batch}, k_len, kdim={mha.kdim}), got {_shape(key)}")
+        raise ValueError(
+            f"key must have shape (batch={batch}, k_len, kdim={mha.kdim}), got {_shape(key)}"
+        )
     if value.dim() != 3 or value.shape[:2] != key.shape[:2] or value.shape[-1] != mha.vdim:
         raise ValueError(
             f"value must have shape (batch={batch}, k_len={key.shape[1]}, vdim={mha.vdim}) like key, got {_shape(value)}"
@@ -557,7 +606,9 @@ def _check_mha_inputs(
     _check_same(tensors, "device")
     k_len = _check_cache(mha, cache, batch, key.shape[1])
     if is_causal and k_len < query.shape[1]:
-        raise ValueError(f"is_causal needs at least as many keys as queries (q_len={query.shape[1]}), got k_len={k_len}")
+        raise ValueError(
+            f"is_causal needs at least as many keys as queries (q_len={query.shape[1]}), got k_len={k_len}"
+        )
     if isinstance(mask, Tensor) and mask.dim() == 3 and mask.shape[0] != 1:
         raise ValueError(
             f"mask of shape {_shape(mask)} is ambiguous (batch or heads?): give it rank 4, "
@@ -576,11 +627,18 @@ def _check_cache(mha: MultiHeadAttention, cache: object, batch: int, k_len: int)
         return k_len
     expected = f"(batch={batch}, num_heads={mha.num_heads}, T_cached, head_dim={mha.head_dim})"
     for name, x in (("cache.k", cache.k), ("cache.v", cache.v)):
-        if not isinstance(x, Tensor) or x.dim() != 4 or x.shape[:2] != (batch, mha.num_heads) or x.shape[3] != mha.head_dim:
+        if (
+            not isinstance(x, Tensor)
+            or x.dim() != 4
+            or x.shape[:2] != (batch, mha.num_heads)
+            or x.shape[3] != mha.head_dim
+        ):
             shape = _shape(x) if isinstance(x, Tensor) else type(x).__name__
             raise ValueError(f"{name} must have shape {expected}, got {shape}")
     if cache.v.shape != cache.k.shape:
-        raise ValueError(f"cache.v must have the same shape as cache.k {_shape(cache.k)}, got {_shape(cache.v)}")
+        raise ValueError(
+            f"cache.v must have the same shape as cache.k {_shape(cache.k)}, got {_shape(cache.v)}"
+        )
     weight = mha.q_proj.weight
     _check_same({"cache.k": cache.k, "cache.v": cache.v, "parameters": weight}, "dtype")
     _check_same({"cache.k": cache.k, "cache.v": cache.v, "parameters": weight}, "device")
@@ -594,18 +652,26 @@ def _check_additive_config(query_dim: int, key_dim: int, hidden_dim: int, dropou
     _check_dropout(dropout, "dropout")
 
 
-def _check_additive_inputs(att: AdditiveAttention, query: object, keys: object, values: object, mask: object) -> None:
+def _check_additive_inputs(
+    att: AdditiveAttention, query: object, keys: object, values: object, mask: object
+) -> None:
     query_dim, key_dim = att.W_q.in_features, att.W_k.in_features
     _check_tensor(query, "query", f"(batch, q_len, query_dim={query_dim})")
     _check_tensor(keys, "keys", f"(batch, k_len, key_dim={key_dim})")
     _check_tensor(values, "values", "(batch, k_len, dv)")
     if query.dim() != 3 or query.shape[-1] != query_dim:
-        raise ValueError(f"query must have shape (batch, q_len, query_dim={query_dim}), got {_shape(query)}")
+        raise ValueError(
+            f"query must have shape (batch, q_len, query_dim={query_dim}), got {_shape(query)}"
+        )
     batch = query.shape[0]
     if keys.dim() != 3 or keys.shape[0] != batch or keys.shape[-1] != key_dim:
-        raise ValueError(f"keys must have shape (batch={batch}, k_len, key_dim={key_dim}), got {_shape(keys)}")
+        raise ValueError(
+            f"keys must have shape (batch={batch}, k_len, key_dim={key_dim}), got {_shape(keys)}"
+        )
     if values.dim() != 3 or values.shape[:2] != keys.shape[:2]:
-        raise ValueError(f"values must have shape (batch={batch}, k_len={keys.shape[1]}, dv) like keys, got {_shape(values)}")
+        raise ValueError(
+            f"values must have shape (batch={batch}, k_len={keys.shape[1]}, dv) like keys, got {_shape(values)}"
+        )
     tensors = {"query": query, "keys": keys, "values": values, "parameters": att.W_q.weight}
     _check_same(tensors, "dtype")
     _check_same({**tensors, **({"mask": mask} if isinstance(mask, Tensor) else {})}, "device")

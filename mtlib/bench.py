@@ -126,7 +126,9 @@ def _attention_calls(
     explicit.fused = False
     x = torch.randn(batch, seq_len, d_model, device=device)  # (B, T, d_model)
     head_dim = d_model // num_heads
-    q, k, v = torch.randn(3, batch, num_heads, seq_len, head_dim, device=device)  # (B, H, T, Dh) each
+    q, k, v = torch.randn(
+        3, batch, num_heads, seq_len, head_dim, device=device
+    )  # (B, H, T, Dh) each
     calls = {
         "mtlib fused": lambda: fused(x),
         "mtlib explicit": lambda: explicit(x),
@@ -172,7 +174,10 @@ def bench_attention(
                 for name, fn in calls.items():
                     times[name].append(_time_once(fn, device))
             peaks = {name: _peak_mib(fn, device) for name, fn in calls.items()}
-        group = [BenchRow(seq_len, name, 1e3 * statistics.median(times[name]), peaks[name]) for name in calls]
+        group = [
+            BenchRow(seq_len, name, 1e3 * statistics.median(times[name]), peaks[name])
+            for name in calls
+        ]
         ref = next(row for row in group if row.name == MHA_NAME)
         for row in group:
             row.time_x_mha = row.time_ms / ref.time_ms
@@ -194,20 +199,29 @@ def format_table(rows: Sequence[BenchRow]) -> str:
 
 def _fmt(x: float) -> str:
     """About three significant digits, without scientific notation."""
-    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.1f}" if abs(x) >= 10 else f"{x:.2f}" if abs(x) >= 1 else f"{x:.3f}"
+    decimals = 0 if abs(x) >= 100 else 1 if abs(x) >= 10 else 2 if abs(x) >= 1 else 3
+    return f"{x:.{decimals}f}"
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m mtlib.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m mtlib.bench", description=__doc__.splitlines()[0]
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     att = commands.add_parser("attention", help="multi-head self-attention: mtlib vs PyTorch")
-    att.add_argument("--sizes", type=int, nargs="+", default=[128, 512, 1024, 2048], help="sequence lengths T")
-    att.add_argument("--repeats", type=int, default=10, help="timed calls at T <= 512 (fewer above)")
+    att.add_argument(
+        "--sizes", type=int, nargs="+", default=[128, 512, 1024, 2048], help="sequence lengths T"
+    )
+    att.add_argument(
+        "--repeats", type=int, default=10, help="timed calls at T <= 512 (fewer above)"
+    )
     att.add_argument("--batch", type=int, default=8, help="batch size B")
     att.add_argument("--d-model", type=int, default=512, help="model width")
     att.add_argument("--heads", type=int, default=8, help="number of heads")
     att.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
-    att.add_argument("--quick", action="store_true", help="tiny sizes, for tests: B=2, d_model=32, h=4, T=8,16")
+    att.add_argument(
+        "--quick", action="store_true", help="tiny sizes, for tests: B=2, d_model=32, h=4, T=8,16"
+    )
     return parser.parse_args(argv)
 
 
@@ -216,7 +230,9 @@ def main(argv: Sequence[str] | None = None) -> str:
     args = _parse_args(argv)
     if args.quick:
         args.sizes, args.repeats, args.batch, args.d_model, args.heads = [8, 16], 2, 2, 32, 4
-    rows = bench_attention(args.sizes, args.repeats, args.batch, args.d_model, args.heads, args.device)
+    rows = bench_attention(
+        args.sizes, args.repeats, args.batch, args.d_model, args.heads, args.device
+    )
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     title = (
         f"attention forward, B={args.batch}, d_model={args.d_model}, h={args.heads}, device={device}, "

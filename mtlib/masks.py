@@ -47,7 +47,9 @@ def _check_positive_int(value: object, name: str) -> int:
     return value
 
 
-def causal_mask(q_len: int, k_len: int | None = None, device: torch.device | str | None = None) -> Tensor:
+def causal_mask(
+    q_len: int, k_len: int | None = None, device: torch.device | str | None = None
+) -> Tensor:
     """Mask that lets each query attend only to keys at or before its own position.
 
     When ``k_len > q_len`` the queries are the *last* ``q_len`` positions of a sequence of
@@ -70,7 +72,9 @@ def causal_mask(q_len: int, k_len: int | None = None, device: torch.device | str
     q_len = _check_positive_int(q_len, "q_len")
     k_len = q_len if k_len is None else _check_positive_int(k_len, "k_len")
     if k_len < q_len:
-        raise ValueError(f"k_len must be >= q_len={q_len} (queries are the last positions), got {k_len}")
+        raise ValueError(
+            f"k_len must be >= q_len={q_len} (queries are the last positions), got {k_len}"
+        )
     ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)  # (Tq, Tk)
     return ones.tril(diagonal=k_len - q_len)  # (Tq, Tk)
 
@@ -118,7 +122,9 @@ def padding_mask_from_tokens(tokens: Tensor, pad_id: int) -> Tensor:
         Bool tensor of shape ``(B, 1, 1, T)``, True where ``tokens != pad_id``.
     """
     if not isinstance(tokens, Tensor):
-        raise TypeError(f"tokens must be a Tensor of shape (batch, seq_len), got {type(tokens).__name__}")
+        raise TypeError(
+            f"tokens must be a Tensor of shape (batch, seq_len), got {type(tokens).__name__}"
+        )
     if tokens.dim() != 2:
         raise ValueError(f"tokens must have shape (batch, seq_len), got {tuple(tokens.shape)}")
     return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T)
@@ -190,9 +196,13 @@ def from_key_padding_mask(key_padding_mask: Tensor) -> Tensor:
         Shape ``(B, 1, 1, Tk)``: bool with True = may attend, or the float bias reshaped.
     """
     if not isinstance(key_padding_mask, Tensor):
-        raise TypeError(f"key_padding_mask must be a Tensor of shape (batch, k_len), got {type(key_padding_mask).__name__}")
+        raise TypeError(
+            f"key_padding_mask must be a Tensor of shape (batch, k_len), got {type(key_padding_mask).__name__}"
+        )
     if key_padding_mask.dim() != 2:
-        raise ValueError(f"key_padding_mask must have shape (batch, k_len), got {tuple(key_padding_mask.shape)}")
+        raise ValueError(
+            f"key_padding_mask must have shape (batch, k_len), got {tuple(key_padding_mask.shape)}"
+        )
     if key_padding_mask.dtype == torch.bool:
         key_padding_mask = ~key_padding_mask  # True = may attend
     elif not key_padding_mask.dtype.is_floating_point:
@@ -212,7 +222,9 @@ def from_attn_mask(attn_mask: Tensor, num_heads: int | None = None) -> Tensor:
         Bool (True = may attend) or float bias, of shape ``(Tq, Tk)`` or ``(B, H, Tq, Tk)``.
     """
     if not isinstance(attn_mask, Tensor):
-        raise TypeError(f"attn_mask must be a Tensor of shape (q_len, k_len), got {type(attn_mask).__name__}")
+        raise TypeError(
+            f"attn_mask must be a Tensor of shape (q_len, k_len), got {type(attn_mask).__name__}"
+        )
     if attn_mask.dtype == torch.bool:
         attn_mask = ~attn_mask  # True = may attend
     elif not attn_mask.dtype.is_floating_point:
@@ -260,18 +272,25 @@ def check_mask(
     if mask is None:
         return
     target = (*batch_shape, q_len, k_len)
-    labels = ["batch", "heads"][: len(batch_shape)] if len(batch_shape) <= 2 else [f"dim{i}" for i in range(len(batch_shape))]
+    labels = (
+        ["batch", "heads"][: len(batch_shape)]
+        if len(batch_shape) <= 2
+        else [f"dim{i}" for i in range(len(batch_shape))]
+    )
     parts = [lab if s is None else f"{lab}={s}" for lab, s in zip(labels, batch_shape, strict=True)]
     expected = "(" + ", ".join([*parts, f"q_len={q_len}", f"k_len={k_len}"]) + ")"
     if not isinstance(mask, Tensor):
-        raise TypeError(f"{name} must be a bool or float Tensor broadcastable to {expected}, got {type(mask).__name__}")
+        raise TypeError(
+            f"{name} must be a bool or float Tensor broadcastable to {expected}, got {type(mask).__name__}"
+        )
     if mask.dtype != torch.bool and not mask.dtype.is_floating_point:
         raise TypeError(
             f"{name} must be bool (True = may attend) or a float additive bias, got {mask.dtype}; "
             f"expected a tensor broadcastable to {expected}"
         )
     shape_ok = 2 <= mask.dim() <= len(target) and all(
-        m == 1 or t is None or m == t for m, t in zip(reversed(mask.shape), reversed(target), strict=False)
+        m == 1 or t is None or m == t
+        for m, t in zip(reversed(mask.shape), reversed(target), strict=False)
     )
     if not shape_ok:
         raise ValueError(f"{name} must be broadcastable to {expected}, got {tuple(mask.shape)}")

@@ -30,7 +30,9 @@ def test_quick_attention_table(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_bench_attention_rows() -> None:
-    rows = bench.bench_attention(sizes=[6], repeats=3, batch=3, d_model=20, num_heads=5, device="cpu")
+    rows = bench.bench_attention(
+        sizes=[6], repeats=3, batch=3, d_model=20, num_heads=5, device="cpu"
+    )
     assert [r.name for r in rows] == list(bench.IMPLEMENTATIONS)
     by_name = {r.name: r for r in rows}
     reference = by_name[bench.MHA_NAME]

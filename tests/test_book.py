@@ -125,3 +125,14 @@ def test_ci_runs_exactly_the_readme_test_command():
     test_commands = [c for c in commands if "tests/run_all.sh" in c]
     assert len(test_commands) == 1, "the README should show one test command"
     assert test_commands[0].strip() in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_outputs_are_ignored_only_where_volatile_by_nature(path):
+    """nbval-ignore-output is for the setup cell (it names the device) and widget explorers
+    (whose redraws land inside the widget in Jupyter but in the cell under nbval); nothing else."""
+    for number, cell in enumerate(_code_cells(path)):
+        if "nbval-ignore-output" in cell["metadata"].get("tags", []):
+            source = "".join(cell["source"])
+            assert number == 0 or "viz.explorer(" in source, f"{path.name}: code cell {number} ignores its output"
+        assert "nbval-skip" not in cell["metadata"].get("tags", []), f"{path.name}: code cell {number} is skipped"

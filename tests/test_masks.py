@@ -77,14 +77,21 @@ def test_padding_mask_default_length_is_the_longest() -> None:
     ("lengths", "max_len", "exc", "match"),
     [
         ([1, 2], None, TypeError, r"lengths must be a Tensor of shape \(batch,\)"),
-        (torch.tensor([1.0, 2.0]), None, ValueError, r"lengths must be an integer tensor of shape \(batch,\)"),
+        (
+            torch.tensor([1.0, 2.0]),
+            None,
+            ValueError,
+            r"lengths must be an integer tensor of shape \(batch,\)",
+        ),
         (torch.tensor([[1, 2]]), None, ValueError, r"shape \(batch,\), got torch.int64 \(1, 2\)"),
         (torch.tensor([1, 6]), 4, ValueError, r"lengths must lie in \[0, max_len=4\]"),
         (torch.tensor([-1, 2]), 4, ValueError, r"lengths must lie in \[0, max_len=4\]"),
         (torch.tensor([1, 2]), -3, ValueError, r"max_len must be a non-negative int"),
     ],
 )
-def test_padding_mask_bad_input(lengths: object, max_len: int | None, exc: type, match: str) -> None:
+def test_padding_mask_bad_input(
+    lengths: object, max_len: int | None, exc: type, match: str
+) -> None:
     with pytest.raises(exc, match=match):
         masks.padding_mask(lengths, max_len)
 
@@ -161,8 +168,16 @@ def test_from_key_padding_mask_keeps_float_bias() -> None:
     ("kpm", "exc", "match"),
     [
         ([[True]], TypeError, r"key_padding_mask must be a Tensor of shape \(batch, k_len\)"),
-        (torch.zeros(2, 3, 4, dtype=torch.bool), ValueError, r"shape \(batch, k_len\), got \(2, 3, 4\)"),
-        (torch.zeros(2, 3, dtype=torch.long), TypeError, r"key_padding_mask must be bool or floating"),
+        (
+            torch.zeros(2, 3, 4, dtype=torch.bool),
+            ValueError,
+            r"shape \(batch, k_len\), got \(2, 3, 4\)",
+        ),
+        (
+            torch.zeros(2, 3, dtype=torch.long),
+            TypeError,
+            r"key_padding_mask must be bool or floating",
+        ),
     ],
 )
 def test_from_key_padding_mask_bad_input(kpm: object, exc: type, match: str) -> None:
@@ -190,18 +205,42 @@ def test_from_attn_mask_3d_splits_batch_and_heads() -> None:
     ("attn_mask", "num_heads", "exc", "match"),
     [
         ([[True]], None, TypeError, r"attn_mask must be a Tensor of shape \(q_len, k_len\)"),
-        (torch.zeros(6, 4, 5, dtype=torch.bool), None, ValueError, r"needs num_heads dividing its first dim"),
-        (torch.zeros(6, 4, 5, dtype=torch.bool), 4, ValueError, r"needs num_heads dividing its first dim"),
-        (torch.zeros(1, 6, 4, 5, dtype=torch.bool), 3, ValueError, r"shape \(q_len, k_len\) or \(batch \* num_heads"),
-        (torch.zeros(4, 5, dtype=torch.int32), None, TypeError, r"attn_mask must be bool or floating"),
+        (
+            torch.zeros(6, 4, 5, dtype=torch.bool),
+            None,
+            ValueError,
+            r"needs num_heads dividing its first dim",
+        ),
+        (
+            torch.zeros(6, 4, 5, dtype=torch.bool),
+            4,
+            ValueError,
+            r"needs num_heads dividing its first dim",
+        ),
+        (
+            torch.zeros(1, 6, 4, 5, dtype=torch.bool),
+            3,
+            ValueError,
+            r"shape \(q_len, k_len\) or \(batch \* num_heads",
+        ),
+        (
+            torch.zeros(4, 5, dtype=torch.int32),
+            None,
+            TypeError,
+            r"attn_mask must be bool or floating",
+        ),
     ],
 )
-def test_from_attn_mask_bad_input(attn_mask: object, num_heads: int | None, exc: type, match: str) -> None:
+def test_from_attn_mask_bad_input(
+    attn_mask: object, num_heads: int | None, exc: type, match: str
+) -> None:
     with pytest.raises(exc, match=match):
         masks.from_attn_mask(attn_mask, num_heads)
 
 
-def _torch_and_ours(d_model: int = 15, heads: int = 3) -> tuple[nn.MultiheadAttention, MultiHeadAttention]:
+def _torch_and_ours(
+    d_model: int = 15, heads: int = 3
+) -> tuple[nn.MultiheadAttention, MultiHeadAttention]:
     ref = nn.MultiheadAttention(d_model, heads, batch_first=True).double().eval()
     return ref, MultiHeadAttention.from_torch(ref).eval()
 
@@ -227,8 +266,12 @@ def test_converted_attn_mask_and_padding_combined_match_torch() -> None:
     ignore = torch.rand(2 * 5, 4, 7) < 0.3
     ignore[..., 0] = False  # keep at least one key per row: PyTorch gives NaN otherwise
     kpm = torch.tensor([[False] * 7, [False] * 5 + [True] * 2])
-    expected, expected_w = ref(q, kv, kv, attn_mask=ignore, key_padding_mask=kpm, average_attn_weights=False)
-    mask = masks.combine(masks.from_attn_mask(ignore, num_heads=5), masks.from_key_padding_mask(kpm))
+    expected, expected_w = ref(
+        q, kv, kv, attn_mask=ignore, key_padding_mask=kpm, average_attn_weights=False
+    )
+    mask = masks.combine(
+        masks.from_attn_mask(ignore, num_heads=5), masks.from_key_padding_mask(kpm)
+    )
     got, got_w = ours(q, kv, mask=mask, need_weights=True, average_weights=False)
     torch.testing.assert_close(got, expected, atol=1e-10, rtol=1e-10)
     torch.testing.assert_close(got_w, expected_w, atol=1e-10, rtol=1e-10)
@@ -238,7 +281,8 @@ def test_converted_attn_mask_and_padding_combined_match_torch() -> None:
 
 
 @pytest.mark.parametrize(
-    "shape", [(4, 6), (1, 6), (4, 1), (2, 1, 1, 6), (2, 3, 4, 6), (1, 3, 4, 6), (3, 4, 6), (1, 4, 6)]
+    "shape",
+    [(4, 6), (1, 6), (4, 1), (2, 1, 1, 6), (2, 3, 4, 6), (1, 3, 4, 6), (3, 4, 6), (1, 4, 6)],
 )
 def test_check_mask_accepts_broadcastable(shape: tuple[int, ...]) -> None:
     masks.check_mask(torch.ones(shape, dtype=torch.bool), 4, 6, batch_shape=(2, 3))
@@ -265,7 +309,9 @@ def test_check_mask_rejects(mask: object, exc: type, match: str) -> None:
 
 
 def test_check_mask_message_with_free_batch_and_other_ranks() -> None:
-    with pytest.raises(ValueError, match=r"mask must be broadcastable to \(batch, heads, q_len=2, k_len=3\)"):
+    with pytest.raises(
+        ValueError, match=r"mask must be broadcastable to \(batch, heads, q_len=2, k_len=3\)"
+    ):
         masks.check_mask(torch.ones(3, 2, dtype=torch.bool), 2, 3)
     with pytest.raises(ValueError, match=r"\(dim0=2, dim1=3, dim2=4, q_len=2, k_len=3\)"):
         masks.check_mask(torch.ones(3, 2, dtype=torch.bool), 2, 3, batch_shape=(2, 3, 4))
