@@ -13,7 +13,7 @@ if [ "${MTLIB_OFFLINE:-}" != 1 ] && command -v unshare >/dev/null && unshare -n 
 fi
 [ "${MTLIB_OFFLINE:-}" = 1 ] || echo "network: left on (unshare -n is not available here)"
 export MTLIB_DEVICE="${MTLIB_DEVICE:-cpu}"  # the committed outputs are CPU outputs
-export PYDEVD_DISABLE_FILE_VALIDATION=1 MPLBACKEND=Agg
+export PYDEVD_DISABLE_FILE_VALIDATION=1  # no MPLBACKEND here: the notebooks need the inline backend
 
 declare -a summary
 stage() {  # stage NAME COMMAND...: run it, time it, stop at the first failure
