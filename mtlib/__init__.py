@@ -10,6 +10,8 @@ One concept per module, in the order the book introduces them:
 - :mod:`mtlib.positional` sinusoidal, learned, relative, rotary and ALiBi positions
 - :mod:`mtlib.blocks`     feed-forward, encoder and decoder blocks
 - :mod:`mtlib.transformer` encoder, decoder, the seq2seq Transformer and decoding
+- :mod:`mtlib.data`       synthetic tasks, generated offline
+- :mod:`mtlib.bench`      ``python -m mtlib.bench attention``: the speed and memory tables
 """
 
 __version__ = "0.1.0"
