@@ -20,20 +20,11 @@ from mtlib.attention import (
     masked_softmax,
     scaled_dot_product_attention,
 )
+from tests.helpers import close
 
 B, TQ, TK, D, H = 2, 5, 7, 15, 3  # batch, query length, key length, d_model, heads (d_head 5)
 KDIM, VDIM = 11, 6
-TOL = {torch.float32: {"atol": 1e-5, "rtol": 1e-5}, torch.float64: {"atol": 1e-10, "rtol": 1e-10}}
 DTYPES = [torch.float32, torch.float64]
-
-
-@pytest.fixture(autouse=True)
-def _seed() -> None:
-    torch.manual_seed(0)
-
-
-def close(actual: Tensor, expected: Tensor) -> None:
-    torch.testing.assert_close(actual, expected, **TOL[expected.dtype])
 
 
 def random_bool_mask(*shape: int) -> Tensor:

@@ -7,7 +7,6 @@ source length 7, so that a transposed dimension cannot go unnoticed.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -24,26 +23,11 @@ from mtlib.blocks import (
     FeedForward,
     copy_weights,
 )
+from tests.helpers import close
 
 B, T, S, D, FF = 2, 5, 7, 15, 22  # batch, target length, source length, d_model, d_ff
-TOL = {torch.float32: {"atol": 1e-5, "rtol": 1e-5}, torch.float64: {"atol": 1e-10, "rtol": 1e-10}}
 DTYPES = [torch.float32, torch.float64]
 VARIANTS = [(False, "relu"), (False, "gelu"), (True, "relu"), (True, "gelu")]  # (norm_first, act)
-
-
-@pytest.fixture(autouse=True)
-def _seed_one_thread() -> Iterator[None]:
-    """Seed, and use one thread: for these tiny tensors OpenMP threads only add overhead,
-    and on a busy 2-core machine their spin-waiting made this file 10x slower."""
-    torch.manual_seed(0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def close(actual: Tensor, expected: Tensor) -> None:
-    torch.testing.assert_close(actual, expected, **TOL[expected.dtype])
 
 
 def randomize_(module: nn.Module) -> nn.Module:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -19,18 +18,6 @@ from mtlib.positional import (
     alibi_slopes,
     sinusoidal_table,
 )
-
-
-@pytest.fixture(autouse=True)
-def _seed_one_thread() -> Iterator[None]:
-    """Seed, and use one thread: for these tiny tensors OpenMP threads only add overhead,
-    and on a busy 2-core machine their spin-waiting made this file 10x slower."""
-    torch.manual_seed(0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 # ---------------------------------------------------------------------------- sinusoidal
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import math
 import pickle
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -25,25 +24,10 @@ from mtlib.transformer import (
     beam_search,
     greedy_decode,
 )
+from tests.helpers import close
 
 PAD, BOS, EOS = 0, 1, 2
-TOL = {torch.float32: {"atol": 1e-5, "rtol": 1e-5}, torch.float64: {"atol": 1e-10, "rtol": 1e-10}}
 NESTED_WARNING = "ignore:enable_nested_tensor is True"
-
-
-@pytest.fixture(autouse=True)
-def _seed_one_thread() -> Iterator[None]:
-    """Seed, and use one thread: for these tiny tensors OpenMP threads only add overhead,
-    and on a busy 2-core machine their spin-waiting made this file 10x slower."""
-    torch.manual_seed(0)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def close(actual: Tensor, expected: Tensor) -> None:
-    torch.testing.assert_close(actual, expected, **TOL[expected.dtype])
 
 
 def make_model(**overrides: object) -> Transformer:
