@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["CheckFailed", "check_nadaraya_watson", "check_soft_lookup", "check_softmax"]
+__all__ = ["CheckFailed", "check_laplace_regression", "check_soft_lookup", "check_softmax"]
 
 
 class CheckFailed(AssertionError):
@@ -141,7 +141,7 @@ def check_softmax(fn: Callable[..., torch.Tensor]) -> None:
         fn: your function; ``x`` has shape (..., n) and the result has the same shape.
 
     Raises:
-        AssertionError: naming the first failing case and what was wrong.
+        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
     """
     g = torch.Generator().manual_seed(0)
     cases = [
@@ -173,70 +173,72 @@ def check_softmax(fn: Callable[..., torch.Tensor]) -> None:
 
 
 def _soft_lookup_reference(
-    query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
+    queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
 ) -> torch.Tensor:
-    weights = torch.softmax(keys.double() @ query.double(), dim=-1)  # (n,)
-    return weights @ values.double()  # (d_v,)
+    weights = torch.softmax(queries.double() @ keys.double().T, dim=-1)  # (m, n)
+    return weights @ values.double()  # (m, d_v)
 
 
 def check_soft_lookup(fn: Callable[..., torch.Tensor]) -> None:
-    """Check ``fn(query, keys, values)``: a soft dictionary lookup with dot-product scores.
+    """Check ``fn(queries, keys, values)``: soft dictionary lookups for a batch of queries.
 
-    ``query`` (d,), ``keys`` (n, d), ``values`` (n, d_v) -> (d_v,): the values averaged with
-    weights ``softmax(keys @ query)``.
+    ``queries`` (m, d), ``keys`` (n, d), ``values`` (n, d_v) -> (m, d_v): row i is the values
+    averaged with weights ``softmax(keys @ queries[i])``. No Python loop is needed.
 
     Raises:
-        AssertionError: naming the first failing case and what was wrong.
+        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
     """
     g = torch.Generator().manual_seed(1)
+    one_hot = torch.tensor([[0.0, 8.0, 0.0]])  # (1, 3): matches key 1 of 3 one-hot keys
     cases = [
         _Case(
-            "query equal to key 1 of 3, one-hot keys",
-            (torch.tensor([0.0, 8.0, 0.0]), 4 * torch.eye(3), torch.tensor([[1.0], [2.0], [3.0]])),
+            "m=1 query equal to key 1 of 3 one-hot keys",
+            (one_hot, 4 * torch.eye(3), torch.tensor([[1.0], [2.0], [3.0]])),
+            hint="normalise over the keys: each query's n weights must sum to 1",
         ),
         _Case(
-            "n=5 keys of width d=4, values of width d_v=2",
+            "m=3 queries, n=5 keys of width d=4, values of width d_v=2",
             (
-                torch.randn(4, generator=g),
+                torch.randn(3, 4, generator=g),
                 torch.randn(5, 4, generator=g),
                 torch.randn(5, 2, generator=g),
             ),
-            hint="scores are keys @ query, one per key",
+            hint="the scores form an (m, n) matrix: one row per query, one column per key",
         ),
         _Case(
-            "n=7 keys of width d=3, values of width d_v=6",
+            "m=2 queries, n=7 keys of width d=3, values of width d_v=6",
             (
-                torch.randn(3, generator=g),
+                torch.randn(2, 3, generator=g),
                 torch.randn(7, 3, generator=g),
                 torch.randn(7, 6, generator=g),
             ),
-            hint="the weights must sum to 1 over the n keys",
+            hint="normalise over the keys (the last dimension of the scores), not over the queries",
         ),
         _Case(
-            "a zero query weights every key equally",
-            (torch.zeros(2), torch.randn(4, 2, generator=g), torch.randn(4, 3, generator=g)),
+            "zero queries weight every key equally",
+            (torch.zeros(4, 2), torch.randn(5, 2, generator=g), torch.randn(5, 3, generator=g)),
         ),
     ]
     _check("check_soft_lookup", fn, cases, _soft_lookup_reference)
 
 
-def _nadaraya_watson_reference(
+def _laplace_regression_reference(
     x_query: torch.Tensor, x_train: torch.Tensor, y_train: torch.Tensor, bandwidth: float
 ) -> torch.Tensor:
-    diff = x_query.double()[:, None] - x_train.double()[None, :]  # (m, n)
-    weights = torch.softmax(-(diff**2) / (2 * bandwidth**2), dim=-1)  # (m, n)
+    distance = (x_query.double()[:, None] - x_train.double()[None, :]).abs()  # (m, n)
+    weights = torch.softmax(-distance / bandwidth, dim=-1)  # (m, n)
     return weights @ y_train.double()  # (m,)
 
 
-def check_nadaraya_watson(fn: Callable[..., torch.Tensor]) -> None:
-    """Check ``fn(x_query, x_train, y_train, bandwidth)``: Nadaraya-Watson with a Gaussian kernel.
+def check_laplace_regression(fn: Callable[..., torch.Tensor]) -> None:
+    """Check ``fn(x_query, x_train, y_train, bandwidth)``: Nadaraya-Watson, Laplace kernel.
 
     ``x_query`` (m,), ``x_train`` (n,), ``y_train`` (n,) -> (m,), where each prediction is the
-    average of ``y_train`` weighted by ``exp(-(x_query - x_train)**2 / (2 * bandwidth**2))``,
-    normalised to sum to 1.
+    average of ``y_train`` weighted by ``K(x_query - x_train) = exp(-|x_query - x_train| / h)``
+    with ``h = bandwidth``, normalised to sum to 1 for each query.
 
     Raises:
-        AssertionError: naming the first failing case and what was wrong.
+        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
     """
     g = torch.Generator().manual_seed(2)
     x_train = torch.sort(torch.rand(9, generator=g) * 5).values
@@ -245,7 +247,7 @@ def check_nadaraya_watson(fn: Callable[..., torch.Tensor]) -> None:
         _Case(
             "m=4 queries, n=9 training points, bandwidth=0.5",
             (torch.linspace(0, 5, 4), x_train, y_train, 0.5),
-            hint="one weight per (query, training point) pair",
+            hint="one weight per (query, training point) pair; the Laplace kernel uses |u|, not u**2",
         ),
         _Case(
             "a wide bandwidth=50 predicts nearly the mean",
@@ -253,14 +255,14 @@ def check_nadaraya_watson(fn: Callable[..., torch.Tensor]) -> None:
             hint="normalise the weights of each query to sum to 1",
         ),
         _Case(
-            "a narrow bandwidth=0.05 at the training points",
-            (x_train[:3], x_train, y_train, 0.05),
-            hint="exp of very negative numbers underflows to 0: work with log-weights / softmax",
+            "a narrow bandwidth=0.01 at the training points",
+            (x_train[:3], x_train, y_train, 0.01),
+            hint="at a training point, almost all the weight belongs to that point",
         ),
         _Case(
             "m=1 query far from the data",
-            (torch.tensor([40.0]), x_train, y_train, 0.3),
-            hint="exp(-big) is 0 for every key: normalise stably (softmax of -d^2/(2h^2))",
+            (torch.tensor([900.0]), x_train, y_train, 0.3),
+            hint="exp(-|u|/h) underflows to 0 for every key, and 0/0 is NaN: write the weights as a softmax",
         ),
     ]
-    _check("check_nadaraya_watson", fn, cases, _nadaraya_watson_reference, atol=1e-4)
+    _check("check_laplace_regression", fn, cases, _laplace_regression_reference, atol=1e-4)

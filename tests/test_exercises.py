@@ -12,13 +12,18 @@ def good_softmax(x, temperature=1.0):
     return z.exp() / z.exp().sum(dim=-1, keepdim=True)
 
 
-def good_lookup(query, keys, values):
-    return torch.softmax(keys @ query, dim=0) @ values
+def good_lookup(queries, keys, values):
+    return torch.softmax(queries @ keys.T, dim=-1) @ values
 
 
-def good_nw(x_query, x_train, y_train, bandwidth):
-    scores = -((x_query[:, None] - x_train[None, :]) ** 2) / (2 * bandwidth**2)
+def good_laplace(x_query, x_train, y_train, bandwidth):
+    scores = -(x_query[:, None] - x_train[None, :]).abs() / bandwidth
     return scores.softmax(dim=-1) @ y_train
+
+
+def naive_laplace(x_query, x_train, y_train, bandwidth):
+    weights = (-(x_query[:, None] - x_train[None, :]).abs() / bandwidth).exp()
+    return weights @ y_train / weights.sum(-1)
 
 
 @pytest.mark.parametrize(
@@ -26,7 +31,7 @@ def good_nw(x_query, x_train, y_train, bandwidth):
     [
         (exercises.check_softmax, good_softmax, 5),
         (exercises.check_soft_lookup, good_lookup, 4),
-        (exercises.check_nadaraya_watson, good_nw, 4),
+        (exercises.check_laplace_regression, good_laplace, 4),
     ],
 )
 def test_correct_solutions_pass_and_say_so(checker, solution, cases, capsys):
@@ -53,13 +58,17 @@ def in_place_softmax(x, temperature=1.0):
         (exercises.check_soft_lookup, lambda q, k, v: None, r"expected a torch.Tensor, got NoneType"),
         # wrong shape: softmax over the wrong dimension keeps the shape, summing does not
         (exercises.check_softmax, lambda x, temperature=1.0: x.exp().sum(-1), r"case 1 of 5 .*expected output shape \(4,\), got \(\)"),
-        (exercises.check_soft_lookup, lambda q, k, v: torch.softmax(k @ q, 0)[:, None] * v, r"expected output shape \(1,\), got \(3, 1\)"),
+        (exercises.check_soft_lookup, lambda q, k, v: torch.softmax(q @ k.T, -1).T * v, r"case 1 of 4 .*expected output shape \(1, 1\), got \(3, 1\)"),
+        # wrong normalisation axis: fine for one query, wrong for several
+        (exercises.check_soft_lookup, lambda q, k, v: torch.softmax(q @ k.T, 0) @ v, r"case 1 of 4 .*\nHint: normalise over the keys"),
+        # the Gaussian kernel where the Laplace kernel was asked for
+        (exercises.check_laplace_regression, lambda q, x, y, h: torch.softmax(-((q[:, None] - x) ** 2) / h, -1) @ y, r"case 1 of 4 .*\nHint: .*uses \|u\|"),
         # wrong values: softmax over dim 0 is right for one row and wrong for the 3-row case
         (exercises.check_softmax, lambda x, temperature=1.0: torch.softmax(x, dim=0), r"case 2 of 5 \(3 rows.*largest error .* at index \(\d, \d\)"),
         (exercises.check_softmax, lambda x, temperature=1.0: torch.softmax(x, dim=-1), r"case 3 of 5 \(temperature=0.5.*\nHint: divide the scores by the temperature"),
         # numerics: overflow and underflow
         (exercises.check_softmax, naive_softmax, r"case 5 of 5 \(large scores.*NaN or inf.*\nHint: exp\(1000\) overflows"),
-        (exercises.check_nadaraya_watson, lambda q, x, y, h: (w := (-((q[:, None] - x) ** 2) / (2 * h**2)).exp()) @ y / w.sum(-1), r"case 4 of 4 \(m=1 query far"),
+        (exercises.check_laplace_regression, naive_laplace, r"case 4 of 4 \(m=1 query far.*NaN or inf.*\nHint: .*softmax"),
         # integer output, in-place modification
         (exercises.check_softmax, lambda x, temperature=1.0: torch.zeros(x.shape, dtype=torch.long), r"floating-point tensor, got dtype torch.int64"),
         (exercises.check_softmax, in_place_softmax, r"changed its input tensor in place"),
