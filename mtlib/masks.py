@@ -183,6 +183,16 @@ def combine(*masks: Tensor | None) -> Tensor | None:
     return out
 
 
+def _from_torch_sign(mask: Tensor, name: str) -> Tensor:
+    """The one place the sign flips: PyTorch's bool masks mark keys to IGNORE, ours keys to
+    attend. A float mask is an additive bias in both conventions and is kept as it is."""
+    if mask.dtype == torch.bool:
+        return ~mask  # True = may attend
+    if not mask.dtype.is_floating_point:
+        raise TypeError(f"{name} must be bool or floating, got {mask.dtype}")
+    return mask
+
+
 def from_key_padding_mask(key_padding_mask: Tensor) -> Tensor:
     """Convert PyTorch's ``key_padding_mask`` (True = IGNORE) to mtlib's convention.
 
@@ -203,11 +213,7 @@ def from_key_padding_mask(key_padding_mask: Tensor) -> Tensor:
         raise ValueError(
             f"key_padding_mask must have shape (batch, k_len), got {tuple(key_padding_mask.shape)}"
         )
-    if key_padding_mask.dtype == torch.bool:
-        key_padding_mask = ~key_padding_mask  # True = may attend
-    elif not key_padding_mask.dtype.is_floating_point:
-        raise TypeError(f"key_padding_mask must be bool or floating, got {key_padding_mask.dtype}")
-    return key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
+    return _from_torch_sign(key_padding_mask, "key_padding_mask")[:, None, None, :]  # (B, 1, 1, Tk)
 
 
 def from_attn_mask(attn_mask: Tensor, num_heads: int | None = None) -> Tensor:
@@ -225,10 +231,7 @@ def from_attn_mask(attn_mask: Tensor, num_heads: int | None = None) -> Tensor:
         raise TypeError(
             f"attn_mask must be a Tensor of shape (q_len, k_len), got {type(attn_mask).__name__}"
         )
-    if attn_mask.dtype == torch.bool:
-        attn_mask = ~attn_mask  # True = may attend
-    elif not attn_mask.dtype.is_floating_point:
-        raise TypeError(f"attn_mask must be bool or floating, got {attn_mask.dtype}")
+    attn_mask = _from_torch_sign(attn_mask, "attn_mask")
     if attn_mask.dim() == 2:
         return attn_mask  # (Tq, Tk)
     if attn_mask.dim() != 3:
