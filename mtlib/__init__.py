@@ -2,18 +2,68 @@
 
 One concept per module, in the order the book introduces them:
 
-- :mod:`mtlib.utils`      seeding, device choice, rounding helpers
-- :mod:`mtlib.viz`        attention heatmaps and widget explorers with static fallbacks
-- :mod:`mtlib.exercises`  self-check functions for the exercises
-- :mod:`mtlib.attention`  scaled dot-product, multi-head and additive attention
-- :mod:`mtlib.masks`      causal and padding masks, conversions from PyTorch's conventions
-- :mod:`mtlib.positional` sinusoidal, learned, relative, rotary and ALiBi positions
-- :mod:`mtlib.blocks`     feed-forward, encoder and decoder blocks
+- :mod:`mtlib.utils`       seeding, device choice, rounding helpers
+- :mod:`mtlib.viz`         attention heatmaps and widget explorers with static fallbacks
+- :mod:`mtlib.exercises`   self-check functions for the exercises, one module per chapter
+- :mod:`mtlib.attention`   scaled dot-product, multi-head and additive attention
+- :mod:`mtlib.masks`       causal and padding masks, conversions from PyTorch's conventions
+- :mod:`mtlib.positional`  sinusoidal, learned, relative, rotary and ALiBi positions
+- :mod:`mtlib.blocks`      feed-forward, encoder and decoder blocks
 - :mod:`mtlib.transformer` encoder, decoder, the seq2seq Transformer and decoding
-- :mod:`mtlib.data`       synthetic tasks, generated offline
-- :mod:`mtlib.bench`      ``python -m mtlib.bench attention``: the speed and memory tables
+- :mod:`mtlib.loading`     weights from PyTorch (and later Hugging Face) by a table of names
+- :mod:`mtlib.data`        synthetic tasks and tokenizers, generated offline
+- :mod:`mtlib.bench`       ``python -m mtlib.bench attention``: the speed and memory tables
+
+``import mtlib`` makes every module available (``mtlib.attention.MultiHeadAttention``), and the
+main names are importable from the top: ``from mtlib import MultiHeadAttention, Transformer``.
 """
 
-__version__ = "0.1.0"
+from mtlib import attention, blocks, data, exercises, loading, masks, positional, transformer, utils
+from mtlib.attention import (
+    AdditiveAttention,
+    KVCache,
+    MultiHeadAttention,
+    scaled_dot_product_attention,
+)
+from mtlib.blocks import BlockConfig, DecoderBlock, EncoderBlock, FeedForward
+from mtlib.masks import causal_mask, padding_mask
+from mtlib.positional import (
+    LearnedEncoding,
+    RelativePositionBias,
+    RotaryEmbedding,
+    SinusoidalEncoding,
+)
+from mtlib.transformer import Transformer, TransformerConfig, beam_search, greedy_decode
 
-__all__ = ["__version__"]
+__version__ = "0.2.0"
+
+__all__ = [
+    "__version__",
+    "attention",
+    "blocks",
+    "data",
+    "exercises",
+    "loading",
+    "masks",
+    "positional",
+    "transformer",
+    "utils",
+    "AdditiveAttention",
+    "BlockConfig",
+    "DecoderBlock",
+    "EncoderBlock",
+    "FeedForward",
+    "KVCache",
+    "LearnedEncoding",
+    "MultiHeadAttention",
+    "RelativePositionBias",
+    "RotaryEmbedding",
+    "SinusoidalEncoding",
+    "Transformer",
+    "TransformerConfig",
+    "beam_search",
+    "causal_mask",
+    "greedy_decode",
+    "padding_mask",
+    "scaled_dot_product_attention",
+]

@@ -3,16 +3,17 @@
 Read this file from top to bottom; it follows the book:
 
 1. :func:`masked_softmax`: a softmax that ignores masked keys (chapter 5).
-2. :func:`scaled_dot_product_attention`: ``softmax(Q K^T / sqrt(d_k)) V``, written out (chapter 3).
+2. :func:`scaled_dot_product_attention`: ``softmax(Q K^T / sqrt(d_k) + bias) V``, written out
+   (chapter 3).
 3. :class:`KVCache`: the keys and values a decoder keeps between steps (chapter 10).
 4. :class:`MultiHeadAttention`: ``h`` attentions side by side on learned projections (chapter 4),
    with an explicit path (the code above) and a fused path (PyTorch's kernel), proven equal.
 5. :class:`AdditiveAttention`: ``v^T tanh(W_q q + W_k k)``, the attention of chapter 1.
 
-Masks follow :mod:`mtlib.masks`: a bool tensor with True = "may attend", or a float tensor
-that is an additive bias (0 = keep, -inf = forbid), broadcastable to the scores
-``(batch, heads, q_len, k_len)``. A query with nothing to attend to gets zero weights and a
-zero output, never NaN.
+Masks follow :mod:`mtlib.masks`: ``mask`` is a bool tensor, True = "may attend", broadcastable
+to the scores ``(batch, heads, q_len, k_len)``; a float or integer mask is refused. An additive
+float ``bias`` (ALiBi, T5's relative positions) is a separate argument; both may be given. A
+query with nothing to attend to gets zero weights and a zero attention output, never NaN.
 
 Input checks live at the end of the file: they only raise errors, so the teaching code can be
 read without them.
@@ -26,7 +27,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from mtlib import _checks
 from mtlib import masks as _masks
+from mtlib.loading import load_weights, split_in_proj
+from mtlib.positional import RotaryEmbedding
 
 __all__ = [
     "masked_softmax",
@@ -36,26 +40,15 @@ __all__ = [
     "AdditiveAttention",
 ]
 
+NEG_INF = float("-inf")
+
 
 # --------------------------------------------------------------------------------------------
 # 1. Softmax over the allowed keys only
 # --------------------------------------------------------------------------------------------
 
 
-def _empty_rows(mask: Tensor) -> Tensor:
-    """True for the queries (rows) that may attend to no key at all.
-
-    Args:
-        mask: Bool mask (True = may attend) or float bias (-inf = forbid), shape ``(..., Tq, Tk)``.
-
-    Returns:
-        Bool tensor of shape ``(..., Tq, 1)``.
-    """
-    allowed = mask if mask.dtype == torch.bool else mask > float("-inf")  # (..., Tq, Tk)
-    return ~allowed.any(dim=-1, keepdim=True)  # (..., Tq, 1)
-
-
-def masked_softmax(scores: Tensor, mask: Tensor | None = None) -> Tensor:
+def masked_softmax(scores: Tensor, *, mask: Tensor | None = None, bias: Tensor | None = None) -> Tensor:
     """Softmax over the last dimension that gives masked keys exactly zero weight.
 
     Masked scores are set to ``-inf`` (never a large negative number such as -1e9, which still
@@ -65,20 +58,22 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None) -> Tensor:
 
     Args:
         scores: Attention scores of shape ``(..., Tq, Tk)``.
-        mask: Bool mask (True = may attend) or float additive bias, broadcastable to ``scores``.
+        mask: Bool mask, True = may attend, broadcastable to ``scores``.
+        bias: Additive float bias broadcastable to ``scores`` (``-inf`` also forbids a key).
 
     Returns:
         Weights of shape ``(..., Tq, Tk)``; each row sums to 1, or to 0 if fully masked.
     """
-    if mask is None:
+    if mask is not None:
+        _masks._check_bool(mask, "mask")
+    if bias is not None:
+        scores = scores + bias.to(scores.dtype)  # (..., Tq, Tk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, NEG_INF)  # (..., Tq, Tk)
+    if mask is None and bias is None:
         return scores.softmax(dim=-1)  # (..., Tq, Tk)
-    if mask.dtype == torch.bool:
-        scores = scores.masked_fill(~mask, float("-inf"))  # (..., Tq, Tk)
-    else:
-        scores = scores + mask.to(scores.dtype)  # (..., Tq, Tk), additive bias
-    empty = _empty_rows(mask)  # (..., Tq, 1)
-    scores = scores.masked_fill(empty, 0.0)  # a finite row keeps softmax (and its grad) finite
-    weights = scores.softmax(dim=-1)  # (..., Tq, Tk)
+    empty = (scores == NEG_INF).all(dim=-1, keepdim=True)  # (..., Tq, 1) nothing to attend to
+    weights = scores.masked_fill(empty, 0.0).softmax(dim=-1)  # a finite row keeps the grad finite
     return weights.masked_fill(empty, 0.0)  # (..., Tq, Tk), fully masked rows -> 0
 
 
@@ -91,37 +86,52 @@ def scaled_dot_product_attention(
     q: Tensor,
     k: Tensor,
     v: Tensor,
+    *,
     mask: Tensor | None = None,
+    bias: Tensor | None = None,
+    is_causal: bool = False,
     dropout_p: float = 0.0,
     scale: float | None = None,
     return_weights: bool = False,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Scaled dot-product attention, written out step by step.
 
-    Computes ``softmax(q k^T * scale + mask) v`` with ``scale = 1 / sqrt(d_k)`` by default.
-    Same arguments and result as :func:`torch.nn.functional.scaled_dot_product_attention`,
-    except that it can return the attention weights and that a query with nothing to
-    attend to gets a zero output.
+    Computes ``softmax(q k^T * scale + bias, masked) v`` with ``scale = 1 / sqrt(d_k)`` by
+    default. How it relates to :func:`torch.nn.functional.scaled_dot_product_attention`
+    (each point is checked by a test):
+
+    - ``mask`` (bool, True = may attend) is PyTorch's boolean ``attn_mask``, and ``bias`` is its
+      float ``attn_mask``; here both can be given at once.
+    - ``is_causal`` is PyTorch's when ``Tq == Tk``. When ``Tq < Tk`` the queries are the *last*
+      ``Tq`` positions (as with a KV cache, :func:`mtlib.masks.causal_mask`), whereas PyTorch
+      aligns them with the first ones. It may be combined with ``mask``.
+    - ``dropout_p`` and ``scale`` are PyTorch's; everything after the tensors is keyword-only.
+    - A query with nothing to attend to gets a zero output (PyTorch's kernels give NaN or,
+      in recent versions, zeros depending on the backend).
+    - It can return the attention weights.
 
     Args:
         q: Queries of shape ``(..., Tq, d_k)``.
         k: Keys of shape ``(..., Tk, d_k)``.
         v: Values of shape ``(..., Tk, d_v)``.
-        mask: Bool mask (True = may attend) or float additive bias, broadcastable to the
-            scores ``(..., Tq, Tk)``.
+        mask: Bool mask, True = may attend, broadcastable to the scores ``(..., Tq, Tk)``.
+        bias: Additive float bias broadcastable to the scores.
+        is_causal: Also forbid keys after each query (see above).
         dropout_p: Dropout probability applied to the weights, in [0, 1). Applied whenever
             > 0: pass 0.0 at evaluation time.
-        scale: Factor applied to ``q k^T``. Defaults to ``1 / sqrt(d_k)``.
+        scale: Positive factor applied to ``q k^T``. Defaults to ``1 / sqrt(d_k)``.
         return_weights: Also return the attention weights.
 
     Returns:
         ``out`` of shape ``(..., Tq, d_v)``, or ``(out, weights)`` with ``weights`` of shape
         ``(..., Tq, Tk)`` (after dropout: the weights that actually multiplied ``v``).
     """
-    _check_sdpa_inputs(q, k, v, mask, dropout_p)
+    _check_sdpa_inputs(q, k, v, mask, bias, dropout_p, scale)
+    if is_causal:
+        mask = _masks.combine(mask, _masks.causal_mask(q.shape[-2], k.shape[-2], device=q.device))
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., Tq, Tk)
-    weights = masked_softmax(scores, mask)  # (..., Tq, Tk)
+    weights = masked_softmax(scores, mask=mask, bias=bias)  # (..., Tq, Tk)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)  # (..., Tq, Tk)
     out = weights @ v  # (..., Tq, d_v)
@@ -129,7 +139,7 @@ def scaled_dot_product_attention(
 
 
 def _fused_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, is_causal: bool
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None, dropout_p: float, is_causal: bool
 ) -> Tensor:
     """The same as :func:`scaled_dot_product_attention`, through PyTorch's fused kernel.
 
@@ -139,23 +149,28 @@ def _fused_attention(
 
     Args:
         q: ``(B, H, Tq, Dh)``. k, v: ``(B, H, Tk, Dh)``.
-        mask: Bool mask or float bias broadcastable to ``(B, H, Tq, Tk)``, or None.
+        mask: Bool mask broadcastable to ``(B, H, Tq, Tk)``, or None.
+        bias: Float bias broadcastable to ``(B, H, Tq, Tk)``, or None.
         dropout_p: Dropout probability on the weights (0.0 at evaluation time).
-        is_causal: Causal masking done by the kernel itself; only with ``mask=None`` and Tq == Tk.
+        is_causal: Causal masking done by the kernel itself; only with no mask/bias and Tq == Tk.
 
     Returns:
         ``(B, H, Tq, Dh)``.
     """
-    if mask is None:
+    if mask is None and bias is None:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
-    empty = _empty_rows(mask)  # (..., Tq, 1)
-    if mask.dtype == torch.bool:
-        mask = mask | empty  # (..., Tq, Tk)
+    attn_mask: Tensor
+    if bias is None:
+        assert mask is not None
+        empty = ~mask.any(dim=-1, keepdim=True)  # (..., Tq, 1)
+        attn_mask = mask | empty  # (..., Tq, Tk)
     else:
-        mask = mask.masked_fill(empty, 0.0).to(q.dtype)  # (..., Tq, Tk)
-    out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, dropout_p=dropout_p
-    )  # (B, H, Tq, Dh)
+        attn_mask = bias.to(q.dtype)
+        if mask is not None:
+            attn_mask = attn_mask.masked_fill(~mask, NEG_INF)  # (..., Tq, Tk)
+        empty = (attn_mask == NEG_INF).all(dim=-1, keepdim=True)  # (..., Tq, 1)
+        attn_mask = attn_mask.masked_fill(empty, 0.0)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)  # (B, H, Tq, Dh)
     return out.masked_fill(empty, 0.0)  # (B, H, Tq, Dh)
 
 
@@ -221,9 +236,9 @@ class KVCache:
             ``(k, v)``, each of shape ``(B, H, T_cached + T_new, Dh)``; a static cache that is
             already filled returns what it holds.
         """
-        if self.static and self.filled:
-            return self.k, self.v
-        if self.filled:
+        if self.k is not None and self.v is not None:
+            if self.static:
+                return self.k, self.v
             k = torch.cat([self.k, k], dim=2)  # (B, H, T_cached + T_new, Dh)
             v = torch.cat([self.v, v], dim=2)  # (B, H, T_cached + T_new, Dh)
         self.k, self.v = k, v
@@ -238,8 +253,8 @@ class KVCache:
 class MultiHeadAttention(nn.Module):
     """Multi-head attention, as in "Attention Is All You Need" (batch first).
 
-    ``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O`` with
-    ``head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i)``. The ``h`` heads are computed together:
+    ``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O`` with
+    ``head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i)``. The ``h`` heads are computed together:
     one projection of size ``d_model`` is split into ``h`` slices of ``d_head = d_model / h``.
 
     Two paths compute the same thing, and a test proves it: the explicit path calls
@@ -256,6 +271,9 @@ class MultiHeadAttention(nn.Module):
         vdim: Feature size of ``value``. Defaults to ``d_model``.
         dropout: Dropout probability on the attention weights (only in training), in [0, 1).
         bias: Whether the four projections have biases.
+        rotary: A :class:`~mtlib.positional.RotaryEmbedding` of width ``d_model / num_heads``:
+            queries and keys are rotated by their positions inside each head (RoPE). Positions
+            count from 0, plus the tokens already in a self-attention cache.
     """
 
     def __init__(
@@ -267,9 +285,10 @@ class MultiHeadAttention(nn.Module):
         vdim: int | None = None,
         dropout: float = 0.0,
         bias: bool = True,
+        rotary: RotaryEmbedding | None = None,
     ) -> None:
         super().__init__()
-        _check_mha_config(d_model, num_heads, kdim, vdim, dropout)
+        _check_mha_config(d_model, num_heads, kdim, vdim, dropout, rotary)
         self.d_model = d_model
         self.num_heads = num_heads
         self.head_dim = d_model // num_heads  # d_head
@@ -277,22 +296,24 @@ class MultiHeadAttention(nn.Module):
         self.vdim = d_model if vdim is None else vdim
         self.dropout = dropout
         self.fused = True  # use PyTorch's fused kernel when no weights are requested
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # W_Q for all heads
-        self.k_proj = nn.Linear(self.kdim, d_model, bias=bias)  # W_K for all heads
-        self.v_proj = nn.Linear(self.vdim, d_model, bias=bias)  # W_V for all heads
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W_O
+        self.rotary = rotary
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # W^Q for all heads
+        self.k_proj = nn.Linear(self.kdim, d_model, bias=bias)  # W^K for all heads
+        self.v_proj = nn.Linear(self.vdim, d_model, bias=bias)  # W^V for all heads
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
 
     def forward(
         self,
         query: Tensor,
         key: Tensor | None = None,
         value: Tensor | None = None,
-        mask: Tensor | None = None,
-        need_weights: bool = False,
-        average_weights: bool = True,
-        cache: KVCache | None = None,
         *,
+        mask: Tensor | None = None,
+        bias: Tensor | None = None,
         is_causal: bool = False,
+        need_weights: bool = False,
+        average_attn_weights: bool = True,
+        cache: KVCache | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``query`` to ``key``/``value``.
 
@@ -300,28 +321,32 @@ class MultiHeadAttention(nn.Module):
             query: ``(B, Tq, d_model)``.
             key: ``(B, Tk, kdim)``. None means self-attention: ``key = value = query``.
             value: ``(B, Tk, vdim)``. None means ``value = key``.
-            mask: Bool (True = may attend) or float additive bias, broadcastable to
-                ``(B, H, Tq, Tk)`` with rank 2 or 4, e.g. ``(Tq, Tk)``, ``(B, 1, 1, Tk)``
-                or ``(B, H, Tq, Tk)`` (a 3-D mask is ambiguous and must have a leading 1).
-                With a cache, ``Tk`` counts the cached keys too.
-            need_weights: Also return the attention weights (uses the explicit path).
-            average_weights: Average the returned weights over heads.
-            cache: A :class:`KVCache`, updated in place (see its docstring).
+            mask: Bool, True = may attend, broadcastable to ``(B, H, Tq, Tk)`` with rank 2 or
+                4, e.g. ``(Tq, Tk)``, ``(B, 1, 1, Tk)`` or ``(B, H, Tq, Tk)``. With a cache,
+                ``Tk`` counts the cached keys too.
+            bias: Additive float bias broadcastable to ``(B, H, Tq, Tk)`` (ALiBi, T5).
             is_causal: Also apply ``causal_mask(Tq, Tk)`` (queries are the last positions).
                 Cheaper than passing that mask: the fused kernel skips fully masked blocks.
+            need_weights: Also return the attention weights (uses the explicit path).
+            average_attn_weights: Average the returned weights over heads.
+            cache: A :class:`KVCache`, updated in place (see its docstring).
 
         Returns:
             ``(out, weights)``: ``out`` of shape ``(B, Tq, d_model)``; ``weights`` of shape
-            ``(B, Tq, Tk)`` (averaged) or ``(B, H, Tq, Tk)``, or None if not requested.
+            ``(B, Tq, Tk)`` (averaged) or ``(B, H, Tq, Tk)``, or None if not requested. A query
+            with nothing to attend to gets a zero context, so its ``out`` is ``out_proj``'s bias.
         """
-        _check_mha_inputs(self, query, key, value, mask, cache, is_causal)
+        _check_mha_inputs(self, query, key, value, mask, bias, cache, is_causal)
         key = query if key is None else key  # self-attention
         value = key if value is None else value
+        past = 0 if cache is None or cache.static else cache.length  # positions already cached
         q = self._split_heads(self.q_proj(query))  # (B, H, Tq, Dh)
-        k, v = self._keys_values(key, value, cache)  # (B, H, Tk, Dh) each
-        out, weights = self._attend(q, k, v, mask, is_causal, need_weights)  # (B, H, Tq, Dh)
+        if self.rotary is not None:
+            q = self.rotary.rotate(q, layout="BHTD", offset=past)  # (B, H, Tq, Dh)
+        k, v = self._keys_values(key, value, cache, past)  # (B, H, Tk, Dh) each
+        out, weights = self._attend(q, k, v, mask, bias, is_causal, need_weights)  # (B, H, Tq, Dh)
         out = self.out_proj(self._merge_heads(out))  # (B, Tq, d_model)
-        if weights is not None and average_weights:
+        if weights is not None and average_attn_weights:
             weights = weights.mean(dim=1)  # (B, Tq, Tk)
         return out, weights
 
@@ -337,35 +362,28 @@ class MultiHeadAttention(nn.Module):
         x = x.transpose(1, 2)  # (B, T, H, Dh)
         return x.reshape(batch, length, self.d_model)  # (B, T, d_model)
 
-    def _keys_values(
-        self, key: Tensor, value: Tensor, cache: KVCache | None
-    ) -> tuple[Tensor, Tensor]:
-        """Project keys and values, going through the cache when there is one."""
-        if cache is not None and cache.static and cache.filled:
+    def _keys_values(self, key: Tensor, value: Tensor, cache: KVCache | None, past: int) -> tuple[Tensor, Tensor]:
+        """Project keys and values (rotated if RoPE), going through the cache when there is one."""
+        if cache is not None and cache.static and cache.k is not None and cache.v is not None:
             return cache.k, cache.v  # encoder memory projected on an earlier step
         k = self._split_heads(self.k_proj(key))  # (B, H, Tk, Dh)
         v = self._split_heads(self.v_proj(value))  # (B, H, Tk, Dh)
+        if self.rotary is not None:
+            k = self.rotary.rotate(k, layout="BHTD", offset=past)  # new keys at their positions
         return (k, v) if cache is None else cache.update(k, v)  # (B, H, T_cached + Tk, Dh)
 
     def _attend(
-        self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
-        mask: Tensor | None,
-        is_causal: bool,
-        need_weights: bool,
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None, is_causal: bool, need_weights: bool
     ) -> tuple[Tensor, Tensor | None]:
         """Run the fused or the explicit attention; returns ``(B, H, Tq, Dh)`` and the weights."""
         dropout_p = self.dropout if self.training else 0.0
         q_len, k_len = q.shape[-2], k.shape[-2]
-        use_fused = self.fused and not need_weights
-        if is_causal and not (use_fused and mask is None and q_len == k_len):
-            causal = _masks.causal_mask(q_len, k_len, device=q.device)  # (Tq, Tk)
-            mask, is_causal = _masks.combine(mask, causal), False  # the kernel cannot do it alone
-        if use_fused:
-            return _fused_attention(q, k, v, mask, dropout_p, is_causal), None
-        out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p, return_weights=True)
+        if is_causal and not (self.fused and not need_weights and mask is None and bias is None and q_len == k_len):
+            mask = _masks.combine(mask, _masks.causal_mask(q_len, k_len, device=q.device))
+            is_causal = False  # the kernel cannot combine it with a mask itself
+        if self.fused and not need_weights:
+            return _fused_attention(q, k, v, mask, bias, dropout_p, is_causal), None
+        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias, dropout_p=dropout_p, return_weights=True)
         return out, (weights if need_weights else None)
 
     @classmethod
@@ -386,30 +404,11 @@ class MultiHeadAttention(nn.Module):
         if not isinstance(m, nn.MultiheadAttention):
             raise TypeError(f"m must be an nn.MultiheadAttention, got {type(m).__name__}")
         if m.bias_k is not None or m.add_zero_attn:
-            raise ValueError(
-                "m must not use add_bias_kv or add_zero_attn: MultiHeadAttention has no equivalent"
-            )
+            raise ValueError("m must not use add_bias_kv or add_zero_attn: MultiHeadAttention has no equivalent")
         bias = m.in_proj_bias is not None
         ours = cls(m.embed_dim, m.num_heads, kdim=m.kdim, vdim=m.vdim, dropout=m.dropout, bias=bias)
         ours = ours.to(m.out_proj.weight)  # same device and dtype
-        if m.in_proj_weight is not None:
-            w_q, w_k, w_v = m.in_proj_weight.chunk(3)  # packed (3 d_model, d_model)
-        else:
-            w_q, w_k, w_v = m.q_proj_weight, m.k_proj_weight, m.v_proj_weight
-        table = [("q_proj.weight", w_q), ("k_proj.weight", w_k), ("v_proj.weight", w_v),
-                 ("out_proj.weight", m.out_proj.weight)]  # fmt: skip
-        if bias:
-            b_q, b_k, b_v = m.in_proj_bias.chunk(3)  # packed (3 d_model,)
-            table += [("q_proj.bias", b_q), ("k_proj.bias", b_k), ("v_proj.bias", b_v),
-                      ("out_proj.bias", m.out_proj.bias)]  # fmt: skip
-        params = dict(ours.named_parameters())
-        with torch.no_grad():
-            for name, src in table:
-                if params[name].shape != src.shape:
-                    raise ValueError(
-                        f"shape mismatch copying {name}: ours {tuple(params[name].shape)}, theirs {tuple(src.shape)}"
-                    )
-                params[name].copy_(src)
+        load_weights(ours, split_in_proj(dict(m.named_parameters())))
         return ours
 
     def extra_repr(self) -> str:
@@ -430,41 +429,42 @@ class AdditiveAttention(nn.Module):
     scores every (query, key) pair.
 
     Args:
-        query_dim: Feature size of the queries.
-        key_dim: Feature size of the keys.
+        qdim: Feature size of the queries.
+        kdim: Feature size of the keys.
         hidden_dim: Width of the scoring MLP.
         dropout: Dropout probability on the attention weights (only in training), in [0, 1).
     """
 
-    def __init__(self, query_dim: int, key_dim: int, hidden_dim: int, dropout: float = 0.0) -> None:
+    def __init__(self, qdim: int, kdim: int, hidden_dim: int, *, dropout: float = 0.0) -> None:
         super().__init__()
-        _check_additive_config(query_dim, key_dim, hidden_dim, dropout)
-        self.W_q = nn.Linear(query_dim, hidden_dim, bias=False)
-        self.W_k = nn.Linear(key_dim, hidden_dim, bias=False)
-        self.v = nn.Linear(hidden_dim, 1, bias=False)
+        for name, size in (("qdim", qdim), ("kdim", kdim), ("hidden_dim", hidden_dim)):
+            _checks.positive_int(size, name)
+        _checks.probability(dropout, "dropout")
+        self.qdim, self.kdim = qdim, kdim
+        self.q_proj = nn.Linear(qdim, hidden_dim, bias=False)  # W_q
+        self.k_proj = nn.Linear(kdim, hidden_dim, bias=False)  # W_k
+        self.score_proj = nn.Linear(hidden_dim, 1, bias=False)  # v: one score per pair
         self.dropout = nn.Dropout(dropout)
 
-    def forward(
-        self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, *, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Attend from each query to the keys, and average the values with those weights.
 
         Args:
-            query: ``(B, Tq, query_dim)``.
-            keys: ``(B, Tk, key_dim)``.
-            values: ``(B, Tk, dv)``.
-            mask: Bool (True = may attend) or float additive bias, broadcastable to
-                ``(B, Tq, Tk)``, e.g. ``(B, 1, Tk)`` for padding: ``padding_mask(lengths)[:, 0]``.
+            query: ``(B, Tq, qdim)``.
+            key: ``(B, Tk, kdim)``.
+            value: ``(B, Tk, vdim)``.
+            mask: Bool, True = may attend, broadcastable to ``(B, Tq, Tk)``, e.g. ``(B, 1, Tk)``
+                for padding: ``padding_mask(lengths)[:, 0]``.
 
         Returns:
-            ``(out, weights)``: ``out`` of shape ``(B, Tq, dv)``, ``weights`` of shape ``(B, Tq, Tk)``.
+            ``(out, weights)``: ``out`` of shape ``(B, Tq, vdim)``, ``weights`` of shape ``(B, Tq, Tk)``.
         """
-        _check_additive_inputs(self, query, keys, values, mask)
-        q = self.W_q(query).unsqueeze(2)  # (B, Tq, 1, hidden)
-        k = self.W_k(keys).unsqueeze(1)  # (B, 1, Tk, hidden)
-        scores = self.v(torch.tanh(q + k)).squeeze(-1)  # (B, Tq, Tk)
-        weights = self.dropout(masked_softmax(scores, mask))  # (B, Tq, Tk)
-        return weights @ values, weights  # (B, Tq, dv), (B, Tq, Tk)
+        _check_additive_inputs(self, query, key, value, mask)
+        q = self.q_proj(query).unsqueeze(2)  # (B, Tq, 1, hidden)
+        k = self.k_proj(key).unsqueeze(1)  # (B, 1, Tk, hidden)
+        scores = self.score_proj(torch.tanh(q + k)).squeeze(-1)  # (B, Tq, Tk)
+        weights = self.dropout(masked_softmax(scores, mask=mask))  # (B, Tq, Tk)
+        return weights @ value, weights  # (B, Tq, vdim), (B, Tq, Tk)
 
 
 # --------------------------------------------------------------------------------------------
@@ -473,148 +473,93 @@ class AdditiveAttention(nn.Module):
 # --------------------------------------------------------------------------------------------
 
 
-def _shape(x: Tensor) -> tuple[int, ...]:
-    return tuple(x.shape)
-
-
-def _check_tensor(x: object, name: str, expected: str) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} must be a Tensor of shape {expected}, got {type(x).__name__}")
-    if not x.dtype.is_floating_point:
-        raise TypeError(
-            f"{name} must be a floating-point Tensor of shape {expected}, got dtype {x.dtype}"
-        )
-
-
-def _check_positive_int(value: object, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-
-
-def _check_dropout(p: object, name: str) -> None:
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
-        raise ValueError(f"{name} must be a float in [0, 1), got {p!r}")
-
-
-def _check_same(tensors: dict[str, Tensor], attr: str) -> None:
-    """All tensors share the same ``attr`` ("dtype" or "device").
-
-    Dtypes are not compared under :func:`torch.autocast`, which casts them itself.
-    """
-    if attr == "dtype" and _autocast_enabled(next(iter(tensors.values())).device.type):
+def _check_bias(bias: object, q_len: int, k_len: int, batch_shape: tuple[int | None, ...]) -> None:
+    if bias is None:
         return
-    (first, ref), *rest = tensors.items()
-    for name, x in rest:
-        if getattr(x, attr) != getattr(ref, attr):
-            raise ValueError(
-                f"{name} and {first} must have the same {attr}, got {getattr(x, attr)} and {getattr(ref, attr)}"
-            )
-
-
-def _autocast_enabled(device_type: str) -> bool:
-    try:
-        return torch.is_autocast_enabled(device_type)
-    except TypeError:  # torch < 2.4 has no device_type argument
-        return torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled()
-    except RuntimeError:  # a device autocast does not know, e.g. "meta"
-        return False
+    expected = f"(..., q_len={q_len}, k_len={k_len})"
+    if not isinstance(bias, Tensor) or not bias.dtype.is_floating_point:
+        got = f"dtype {bias.dtype}" if isinstance(bias, Tensor) else type(bias).__name__
+        raise TypeError(f"bias must be a float Tensor broadcastable to {expected} (a bool mask goes in mask=), got {got}")
+    target = (*batch_shape, q_len, k_len)
+    if not 2 <= bias.dim() <= len(target) or any(
+        b != 1 and t is not None and b != t for b, t in zip(reversed(bias.shape), reversed(target), strict=False)
+    ):
+        raise ValueError(f"bias must be broadcastable to {expected} without growing it, got {tuple(bias.shape)}")
 
 
 def _check_sdpa_inputs(
-    q: object, k: object, v: object, mask: Tensor | None, dropout_p: float
+    q: object, k: object, v: object, mask: object, bias: object, dropout_p: object, scale: object
 ) -> None:
-    _check_tensor(q, "q", "(..., q_len, d_k)")
-    _check_tensor(k, "k", "(..., k_len, d_k)")
-    _check_tensor(v, "v", "(..., k_len, d_v)")
+    q = _checks.float_tensor(q, "q", "(..., q_len, d_k)")
+    k = _checks.float_tensor(k, "k", "(..., k_len, d_k)")
+    v = _checks.float_tensor(v, "v", "(..., k_len, d_v)")
     if q.dim() < 2 or k.dim() != q.dim() or v.dim() != q.dim():
-        raise ValueError(
-            f"q, k and v must have the same rank >= 2, got {_shape(q)}, {_shape(k)}, {_shape(v)}"
-        )
+        raise ValueError(f"q, k and v must have the same rank >= 2, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     if k.shape[-1] != q.shape[-1]:
-        raise ValueError(
-            f"k must have shape (..., k_len, d_k={q.shape[-1]}) like q, got {_shape(k)}"
-        )
+        raise ValueError(f"k must have shape (..., k_len, d_k={q.shape[-1]}) like q, got {tuple(k.shape)}")
     if v.shape[-2] != k.shape[-2]:
-        raise ValueError(
-            f"v must have shape (..., k_len={k.shape[-2]}, d_v) like k, got {_shape(v)}"
-        )
+        raise ValueError(f"v must have shape (..., k_len={k.shape[-2]}, d_v) like k, got {tuple(v.shape)}")
     try:
-        batch_shape = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        batch_shape = tuple(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
     except RuntimeError:
         raise ValueError(
-            f"q, k and v leading dims must broadcast, got {_shape(q)}, {_shape(k)}, {_shape(v)}"
+            f"q, k and v leading dims must broadcast, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
         ) from None
-    _check_same({"q": q, "k": k, "v": v}, "dtype")
-    _check_same(
-        {"q": q, "k": k, "v": v, **({"mask": mask} if isinstance(mask, Tensor) else {})}, "device"
-    )
-    _masks.check_mask(mask, q.shape[-2], k.shape[-2], "mask", batch_shape=tuple(batch_shape))
-    _check_dropout(dropout_p, "dropout_p")
+    _checks.same({"q": q, "k": k, "v": v}, "dtype")
+    extra = {n: t for n, t in (("mask", mask), ("bias", bias)) if isinstance(t, Tensor)}
+    _checks.same({"q": q, "k": k, "v": v, **extra}, "device")
+    _masks.check_mask(mask, q.shape[-2], k.shape[-2], "mask", batch_shape=batch_shape)
+    _check_bias(bias, q.shape[-2], k.shape[-2], batch_shape)
+    _checks.probability(dropout_p, "dropout_p")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < float("inf")):
+        raise ValueError(f"scale must be a positive finite number or None (1/sqrt(d_k)), got {scale!r}")
 
 
 def _check_mha_config(
-    d_model: int, num_heads: int, kdim: int | None, vdim: int | None, dropout: float
+    d_model: int, num_heads: int, kdim: int | None, vdim: int | None, dropout: float, rotary: object
 ) -> None:
-    _check_positive_int(d_model, "d_model")
-    _check_positive_int(num_heads, "num_heads")
+    _checks.positive_int(d_model, "d_model")
+    _checks.positive_int(num_heads, "num_heads")
     if d_model % num_heads != 0:
         raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
     for name, dim in (("kdim", kdim), ("vdim", vdim)):
         if dim is not None:
-            _check_positive_int(dim, name)
-    _check_dropout(dropout, "dropout")
+            _checks.positive_int(dim, name)
+    _checks.probability(dropout, "dropout")
+    if rotary is not None and (not isinstance(rotary, RotaryEmbedding) or rotary.head_dim != d_model // num_heads):
+        got = f"head_dim={rotary.head_dim}" if isinstance(rotary, RotaryEmbedding) else type(rotary).__name__
+        raise ValueError(f"rotary must be a RotaryEmbedding(head_dim={d_model // num_heads}) or None, got {got}")
 
 
 def _check_mha_inputs(
-    mha: MultiHeadAttention,
-    query: object,
-    key: object,
-    value: object,
-    mask: object,
-    cache: object,
-    is_causal: bool,
+    mha: MultiHeadAttention, query: object, key: object, value: object, mask: object, bias: object, cache: object, is_causal: bool
 ) -> None:
     if key is None and value is not None:
-        raise ValueError(
-            "value was given without key: pass key too (key=None means self-attention)"
-        )
-    key = query if key is None else key
-    value = key if value is None else value
-    _check_tensor(query, "query", f"(batch, q_len, d_model={mha.d_model})")
-    _check_tensor(key, "key", f"(batch, k_len, kdim={mha.kdim})")
-    _check_tensor(value, "value", f"(batch, k_len, vdim={mha.vdim})")
-    if query.dim() != 3 or query.shape[-1] != mha.d_model:
-        raise ValueError(
-            f"query must have shape (batch, q_len, d_model={mha.d_model}), got {_shape(query)}"
-        )
-    batch = query.shape[0]
-    if key.dim() != 3 or key.shape[0] != batch or key.shape[-1] != mha.kdim:
-        raise ValueError(
-            f"key must have shape (batch={batch}, k_len, kdim={mha.kdim}), got {_shape(key)}"
-        )
-    if value.dim() != 3 or value.shape[:2] != key.shape[:2] or value.shape[-1] != mha.vdim:
-        raise ValueError(
-            f"value must have shape (batch={batch}, k_len={key.shape[1]}, vdim={mha.vdim}) like key, got {_shape(value)}"
-        )
-    weight = mha.q_proj.weight
-    _check_same({"query": query, "key": key, "value": value, "parameters": weight}, "dtype")
-    tensors = {"query": query, "key": key, "value": value, "parameters": weight}
-    if isinstance(mask, Tensor):
-        tensors["mask"] = mask
-    _check_same(tensors, "device")
-    k_len = _check_cache(mha, cache, batch, key.shape[1])
-    if is_causal and k_len < query.shape[1]:
-        raise ValueError(
-            f"is_causal needs at least as many keys as queries (q_len={query.shape[1]}), got k_len={k_len}"
-        )
-    if isinstance(mask, Tensor) and mask.dim() == 3 and mask.shape[0] != 1:
-        raise ValueError(
-            f"mask of shape {_shape(mask)} is ambiguous (batch or heads?): give it rank 4, "
-            f"e.g. mask[:, None] for (batch={batch}, 1, q_len, k_len)"
-        )
-    _masks.check_mask(mask, query.shape[1], k_len, "mask", batch_shape=(batch, mha.num_heads))
+        raise ValueError("value was given without key: pass key too (key=None means self-attention)")
+    query = _checks.float_tensor(query, "query", f"(batch, q_len, d_model={mha.d_model})", (None, None, mha.d_model))
+    batch, q_len, k_len = query.shape[0], query.shape[1], query.shape[1]
+    tensors = [("query", query)]
+    if key is not None:
+        key = _checks.float_tensor(key, "key", f"(batch={batch}, k_len, kdim={mha.kdim})", (batch, None, mha.kdim))
+        k_len = key.shape[1]
+        value = key if value is None else value
+        expected = f"(batch={batch}, k_len={k_len}, vdim={mha.vdim}) like key"
+        tensors += [("key", key), ("value", _checks.float_tensor(value, "value", expected, (batch, k_len, mha.vdim)))]
+    tensors.append(("parameters", mha.q_proj.weight))
+    _checks.compatible(tensors)
+    if mask is not None or bias is not None:
+        _checks.compatible([("query", query), *((n, t) for n, t in (("mask", mask), ("bias", bias)) if isinstance(t, Tensor))], dtype=False)
+    k_len = _check_cache(mha, cache, batch, k_len)
+    if is_causal and k_len < q_len:
+        raise ValueError(f"is_causal needs at least as many keys as queries (q_len={q_len}), got k_len={k_len}")
+    for name, t in (("mask", mask), ("bias", bias)):
+        if isinstance(t, Tensor) and t.dim() == 3 and t.shape[0] != 1:
+            raise ValueError(
+                f"{name} of shape {tuple(t.shape)} is ambiguous (batch or heads?): give it rank 4, "
+                f"e.g. {name}[:, None] for (batch={batch}, 1, q_len, k_len)"
+            )
+    _masks.check_mask(mask, q_len, k_len, "mask", batch_shape=(batch, mha.num_heads))
+    _check_bias(bias, q_len, k_len, (batch, mha.num_heads))
 
 
 def _check_cache(mha: MultiHeadAttention, cache: object, batch: int, k_len: int) -> int:
@@ -623,56 +568,27 @@ def _check_cache(mha: MultiHeadAttention, cache: object, batch: int, k_len: int)
         return k_len
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache or None, got {type(cache).__name__}")
-    if not cache.filled:
+    if cache.static and mha.rotary is not None:
+        raise ValueError("rotary positions apply to self-attention: a static (cross-attention) cache cannot use them")
+    if cache.k is None or cache.v is None:
         return k_len
     expected = f"(batch={batch}, num_heads={mha.num_heads}, T_cached, head_dim={mha.head_dim})"
     for name, x in (("cache.k", cache.k), ("cache.v", cache.v)):
-        if (
-            not isinstance(x, Tensor)
-            or x.dim() != 4
-            or x.shape[:2] != (batch, mha.num_heads)
-            or x.shape[3] != mha.head_dim
-        ):
-            shape = _shape(x) if isinstance(x, Tensor) else type(x).__name__
-            raise ValueError(f"{name} must have shape {expected}, got {shape}")
+        _checks.float_tensor(x, name, expected, (batch, mha.num_heads, None, mha.head_dim))
     if cache.v.shape != cache.k.shape:
-        raise ValueError(
-            f"cache.v must have the same shape as cache.k {_shape(cache.k)}, got {_shape(cache.v)}"
-        )
+        raise ValueError(f"cache.v must have the same shape as cache.k {tuple(cache.k.shape)}, got {tuple(cache.v.shape)}")
     weight = mha.q_proj.weight
-    _check_same({"cache.k": cache.k, "cache.v": cache.v, "parameters": weight}, "dtype")
-    _check_same({"cache.k": cache.k, "cache.v": cache.v, "parameters": weight}, "device")
+    for attr in ("dtype", "device"):
+        _checks.same({"cache.k": cache.k, "cache.v": cache.v, "parameters": weight}, attr)
     return cache.length if cache.static else cache.length + k_len
 
 
-def _check_additive_config(query_dim: int, key_dim: int, hidden_dim: int, dropout: float) -> None:
-    _check_positive_int(query_dim, "query_dim")
-    _check_positive_int(key_dim, "key_dim")
-    _check_positive_int(hidden_dim, "hidden_dim")
-    _check_dropout(dropout, "dropout")
-
-
-def _check_additive_inputs(
-    att: AdditiveAttention, query: object, keys: object, values: object, mask: object
-) -> None:
-    query_dim, key_dim = att.W_q.in_features, att.W_k.in_features
-    _check_tensor(query, "query", f"(batch, q_len, query_dim={query_dim})")
-    _check_tensor(keys, "keys", f"(batch, k_len, key_dim={key_dim})")
-    _check_tensor(values, "values", "(batch, k_len, dv)")
-    if query.dim() != 3 or query.shape[-1] != query_dim:
-        raise ValueError(
-            f"query must have shape (batch, q_len, query_dim={query_dim}), got {_shape(query)}"
-        )
+def _check_additive_inputs(att: AdditiveAttention, query: object, key: object, value: object, mask: object) -> None:
+    query = _checks.float_tensor(query, "query", f"(batch, q_len, qdim={att.qdim})", (None, None, att.qdim))
     batch = query.shape[0]
-    if keys.dim() != 3 or keys.shape[0] != batch or keys.shape[-1] != key_dim:
-        raise ValueError(
-            f"keys must have shape (batch={batch}, k_len, key_dim={key_dim}), got {_shape(keys)}"
-        )
-    if values.dim() != 3 or values.shape[:2] != keys.shape[:2]:
-        raise ValueError(
-            f"values must have shape (batch={batch}, k_len={keys.shape[1]}, dv) like keys, got {_shape(values)}"
-        )
-    tensors = {"query": query, "keys": keys, "values": values, "parameters": att.W_q.weight}
-    _check_same(tensors, "dtype")
-    _check_same({**tensors, **({"mask": mask} if isinstance(mask, Tensor) else {})}, "device")
-    _masks.check_mask(mask, query.shape[1], keys.shape[1], "mask", batch_shape=(batch,))
+    key = _checks.float_tensor(key, "key", f"(batch={batch}, k_len, kdim={att.kdim})", (batch, None, att.kdim))
+    value = _checks.float_tensor(value, "value", f"(batch={batch}, k_len={key.shape[1]}, vdim) like key", (batch, key.shape[1], None))
+    tensors = {"query": query, "key": key, "value": value, "parameters": att.q_proj.weight}
+    _checks.same(tensors, "dtype")
+    _checks.same({**tensors, **({"mask": mask} if isinstance(mask, Tensor) else {})}, "device")
+    _masks.check_mask(mask, query.shape[1], key.shape[1], "mask", batch_shape=(batch,))

@@ -9,61 +9,85 @@ the one flag that the text names, ``norm_first``:
 - **Pre-LN** (``norm_first=True``, GPT-2 and most models since):
   ``x = x + dropout(sublayer(norm(x)))``.
 
+Every block is built from one :class:`BlockConfig`, the same object (or its subclass
+:class:`~mtlib.transformer.TransformerConfig`) that configures a whole model.
+
 Submodule names follow PyTorch's ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer``
-(``self_attn``, ``norm1``, ``dropout1``, ...), so :meth:`EncoderBlock.from_torch` and
-:meth:`DecoderBlock.from_torch` are a short table of name pairs (:data:`ENCODER_LAYER_PAIRS`,
-:data:`DECODER_LAYER_PAIRS`).
+(``self_attn``, ``norm1``, ``dropout1``, ...), so loading PyTorch's weights is the short table
+:data:`TORCH_RENAMES` (see :mod:`mtlib.loading`).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from mtlib import _checks
 from mtlib.attention import KVCache, MultiHeadAttention
+from mtlib.loading import load_weights, split_in_proj
 
 __all__ = [
     "ACTIVATIONS",
+    "BlockConfig",
     "FeedForward",
     "EncoderBlock",
     "DecoderBlock",
     "DecoderCache",
-    "ENCODER_LAYER_PAIRS",
-    "DECODER_LAYER_PAIRS",
-    "attention_pairs",
-    "copy_weights",
+    "TORCH_RENAMES",
+    "load_torch_layers",
     "torch_layer_config",
 ]
 
-# The activations FeedForward knows, as module classes (no lambdas on modules).
-# "swiglu" is SiLU applied to a gate that multiplies a second projection (Shazeer, 2020).
+#: The activations FeedForward knows, as module classes (no lambdas on modules). "swiglu" is
+#: SiLU applied to a gate that multiplies a second projection (Shazeer, 2020).
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU, "swiglu": nn.SiLU}
 
-# A weight table row: (our parameter name, the reference's name, chunk). ``chunk`` is None for
-# a plain copy, or 0/1/2 to take the q/k/v third of a packed ``in_proj`` tensor.
-NamePair = tuple[str, str, int | None]
+#: PyTorch's Transformer-layer names that differ from ours: (theirs, ours). Its packed
+#: ``in_proj_weight`` is unpacked by :func:`mtlib.loading.split_in_proj`.
+TORCH_RENAMES: list[tuple[str, str]] = [
+    ("linear1", "ff.linear1"),
+    ("linear2", "ff.linear2"),
+    ("multihead_attn", "cross_attn"),
+]
 
 
-def _check_activation(activation: str) -> None:
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+@dataclass
+class BlockConfig:
+    """Sizes and switches of a Transformer block; every block of a model shares one.
+
+    The defaults are the paper's base model.
+    """
+
+    d_model: int = 512  # model width
+    num_heads: int = 8  # attention heads h; d_model % h == 0
+    d_ff: int = 2048  # feed-forward hidden width
+    dropout: float = 0.1  # on attention weights, feed-forward hidden units and residuals
+    activation: str = "relu"  # "relu", "gelu" or "swiglu"
+    norm_first: bool = False  # False: Post-LN (the paper); True: Pre-LN
+    layer_norm_eps: float = 1e-5  # LayerNorm epsilon (PyTorch's default)
+    bias: bool = True  # biases in linear layers and LayerNorms
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "num_heads", "d_ff"):
+            _checks.positive_int(getattr(self, name), name)
+        if self.d_model % self.num_heads != 0:
+            raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}")
+        _checks.probability(self.dropout, "dropout")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+        if not self.layer_norm_eps > 0:
+            raise ValueError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps}")
 
 
-def _check_input(x: object, d_model: int, name: str) -> None:
-    """Check that ``x`` is a floating tensor of shape (B, T, d_model)."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} must be a Tensor of shape (batch, seq_len, d_model={d_model}), "
-                        f"got {type(x).__name__}")  # fmt: skip
-    if not x.dtype.is_floating_point:
-        raise TypeError(f"{name} must be a floating-point Tensor, got dtype {x.dtype}")
-    if x.dim() != 3 or x.shape[-1] != d_model:
-        raise ValueError(f"{name} must have shape (batch, seq_len, d_model={d_model}), "
-                         f"got {tuple(x.shape)}")  # fmt: skip
+def _layer_norm(config: BlockConfig) -> nn.LayerNorm:
+    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias)
+
+
+def _check_input(x: object, d_model: int, name: str) -> Tensor:
+    return _checks.float_tensor(x, name, f"(batch, seq_len, d_model={d_model})", (None, None, d_model))
 
 
 class FeedForward(nn.Module):
@@ -89,12 +113,14 @@ class FeedForward(nn.Module):
         self,
         d_model: int,
         d_ff: int,
+        *,
         dropout: float = 0.0,
         activation: str = "relu",
         bias: bool = True,
     ) -> None:
         super().__init__()
-        _check_activation(activation)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         self.activation_name = activation
         self.gated = activation == "swiglu"
         self.activation = ACTIVATIONS[activation]()
@@ -137,44 +163,26 @@ class EncoderBlock(nn.Module):
         x = x + dropout2(ff(norm2(x)))
 
     Args:
-        d_model: model width.
-        num_heads: number of attention heads.
-        d_ff: hidden width of the feed-forward network.
-        dropout: dropout on attention weights, feed-forward hidden units and both residuals.
-        activation: feed-forward activation, see :class:`FeedForward`.
-        norm_first: Pre-LN if True, Post-LN if False.
-        layer_norm_eps: LayerNorm epsilon.
-        bias: whether linear layers and LayerNorms have biases.
+        config: a :class:`BlockConfig` (or a :class:`~mtlib.transformer.TransformerConfig`).
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        activation: str = "relu",
-        norm_first: bool = False,
-        layer_norm_eps: float = 1e-5,
-        bias: bool = True,
-    ) -> None:
+    def __init__(self, config: BlockConfig) -> None:
         super().__init__()
-        self.d_model = d_model
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)
-        self.ff = FeedForward(d_model, d_ff, dropout, activation, bias=bias)
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
+        c = config
+        self.d_model = c.d_model
+        self.norm_first = c.norm_first
+        self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.dropout, bias=c.bias)
+        self.ff = FeedForward(c.d_model, c.d_ff, dropout=c.dropout, activation=c.activation, bias=c.bias)
+        self.norm1, self.norm2 = _layer_norm(c), _layer_norm(c)
+        self.dropout1, self.dropout2 = nn.Dropout(c.dropout), nn.Dropout(c.dropout)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, *, mask: Tensor | None = None) -> Tensor:
         """Run the block.
 
         Args:
             x: input of shape (B, T, d_model).
-            mask: bool mask (True = may attend) or float bias, broadcastable to
-                (B, H, T, T); e.g. a padding mask (B, 1, 1, T).
+            mask: bool mask (True = may attend) broadcastable to (B, H, T, T); e.g. a padding
+                mask (B, 1, 1, T).
 
         Returns:
             Tensor of shape (B, T, d_model).
@@ -206,8 +214,8 @@ class EncoderBlock(nn.Module):
         """
         if not isinstance(layer, nn.TransformerEncoderLayer):
             raise TypeError(f"layer must be an nn.TransformerEncoderLayer, got {type(layer).__name__}")
-        block = cls(**torch_layer_config(layer)).to(layer.linear1.weight)
-        copy_weights(block, dict(layer.named_parameters()), ENCODER_LAYER_PAIRS)
+        block = cls(torch_layer_config(layer)).to(layer.linear1.weight)
+        load_torch_layers(block, layer)
         return block
 
 
@@ -242,7 +250,7 @@ class DecoderCache:
             index: long tensor of shape (B',) of rows to keep, in order.
         """
         for cache in (self.self_attn, self.cross_attn):
-            if cache.filled:
+            if cache.k is not None and cache.v is not None:
                 cache.k = cache.k.index_select(0, index)  # (B', H, T, Dh)
                 cache.v = cache.v.index_select(0, index)  # (B', H, T, Dh)
 
@@ -262,37 +270,26 @@ class DecoderBlock(nn.Module):
         x = x + dropout2(cross_attn(norm2(x), memory))
         x = x + dropout3(ff(norm3(x)))
 
-    Args: as :class:`EncoderBlock`.
+    Args:
+        config: a :class:`BlockConfig` (or a :class:`~mtlib.transformer.TransformerConfig`).
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        activation: str = "relu",
-        norm_first: bool = False,
-        layer_norm_eps: float = 1e-5,
-        bias: bool = True,
-    ) -> None:
+    def __init__(self, config: BlockConfig) -> None:
         super().__init__()
-        self.d_model = d_model
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias)
-        self.ff = FeedForward(d_model, d_ff, dropout, activation, bias=bias)
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-        self.dropout3 = nn.Dropout(dropout)
+        c = config
+        self.d_model = c.d_model
+        self.norm_first = c.norm_first
+        self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.dropout, bias=c.bias)
+        self.cross_attn = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.dropout, bias=c.bias)
+        self.ff = FeedForward(c.d_model, c.d_ff, dropout=c.dropout, activation=c.activation, bias=c.bias)
+        self.norm1, self.norm2, self.norm3 = _layer_norm(c), _layer_norm(c), _layer_norm(c)
+        self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(c.dropout) for _ in range(3))
 
     def forward(
         self,
         x: Tensor,
         memory: Tensor,
+        *,
         self_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
@@ -303,10 +300,10 @@ class DecoderBlock(nn.Module):
             x: target representations of shape (B, T, d_model); with a cache, only the new
                 positions.
             memory: encoder output of shape (B, S, d_model).
-            self_mask: mask for self-attention, broadcastable to (B, H, T, t + T) where t is
-                the number of cached positions; usually ``causal_mask(T, t + T)``. The block
+            self_mask: bool mask for self-attention, broadcastable to (B, H, T, t + T) where t
+                is the number of cached positions; usually ``causal_mask(T, t + T)``. The block
                 adds no causal mask itself.
-            memory_mask: mask for cross-attention, broadcastable to (B, H, T, S); usually
+            memory_mask: bool mask for cross-attention, broadcastable to (B, H, T, S); usually
                 the source padding mask (B, 1, 1, S).
             cache: a :class:`DecoderCache`, updated in place.
 
@@ -314,10 +311,8 @@ class DecoderBlock(nn.Module):
             Tensor of shape (B, T, d_model).
         """
         _check_input(x, self.d_model, "x")
-        _check_input(memory, self.d_model, "memory")
-        if memory.shape[0] != x.shape[0]:
-            raise ValueError(f"memory must have shape (batch={x.shape[0]}, src_len, d_model) like x, "
-                             f"got {tuple(memory.shape)}")  # fmt: skip
+        _checks.float_tensor(memory, "memory", f"(batch={x.shape[0]}, src_len, d_model={self.d_model}) like x",
+                             (x.shape[0], None, self.d_model))  # fmt: skip
         self_cache, cross_cache = (None, None) if cache is None else (cache.self_attn, cache.cross_attn)
         if self.norm_first:  # Pre-LN
             x = x + self._self_attention(self.norm1(x), self_mask, self_cache)
@@ -334,9 +329,7 @@ class DecoderBlock(nn.Module):
         out, _ = self.self_attn(x, mask=mask, cache=cache)
         return self.dropout1(out)
 
-    def _cross_attention(
-        self, x: Tensor, memory: Tensor, mask: Tensor | None, cache: KVCache | None
-    ) -> Tensor:
+    def _cross_attention(self, x: Tensor, memory: Tensor, mask: Tensor | None, cache: KVCache | None) -> Tensor:
         """Cross-attention sub-layer, before the residual: (B, T, d) -> (B, T, d)."""
         out, _ = self.cross_attn(x, memory, memory, mask=mask, cache=cache)
         return self.dropout2(out)
@@ -354,105 +347,24 @@ class DecoderBlock(nn.Module):
         """
         if not isinstance(layer, nn.TransformerDecoderLayer):
             raise TypeError(f"layer must be an nn.TransformerDecoderLayer, got {type(layer).__name__}")
-        block = cls(**torch_layer_config(layer)).to(layer.linear1.weight)
-        copy_weights(block, dict(layer.named_parameters()), DECODER_LAYER_PAIRS)
+        block = cls(torch_layer_config(layer)).to(layer.linear1.weight)
+        load_torch_layers(block, layer)
         return block
 
 
 # --------------------------------------------------------------------------------------------
-# Loading PyTorch's layers: a table of name pairs and one copy function.
+# Loading PyTorch's layers and stacks
 # --------------------------------------------------------------------------------------------
 
 
-def attention_pairs(ours: str, theirs: str) -> list[NamePair]:
-    """Name pairs for one ``nn.MultiheadAttention`` loaded into a :class:`MultiHeadAttention`.
-
-    PyTorch packs W_Q, W_K, W_V into one ``in_proj_weight`` of shape (3 d_model, d_model);
-    chunk 0, 1, 2 of it are our ``q_proj``, ``k_proj``, ``v_proj``.
+def load_torch_layers(ours: nn.Module, theirs: nn.Module) -> None:
+    """Copy a PyTorch Transformer layer or stack into ours: unpack ``in_proj``, rename, load.
 
     Args:
-        ours: prefix of our attention module, e.g. ``"cross_attn"``.
-        theirs: prefix of PyTorch's, e.g. ``"multihead_attn"``.
-
-    Returns:
-        List of (our name, their name, chunk) rows.
+        ours: an :class:`EncoderBlock`, :class:`DecoderBlock` or a stack of them.
+        theirs: the matching ``nn.TransformerEncoderLayer``/``DecoderLayer``/``Encoder``/``Decoder``.
     """
-    rows: list[NamePair] = []
-    for kind in ("weight", "bias"):
-        rows += [
-            (f"{ours}.q_proj.{kind}", f"{theirs}.in_proj_{kind}", 0),
-            (f"{ours}.k_proj.{kind}", f"{theirs}.in_proj_{kind}", 1),
-            (f"{ours}.v_proj.{kind}", f"{theirs}.in_proj_{kind}", 2),
-            (f"{ours}.out_proj.{kind}", f"{theirs}.out_proj.{kind}", None),
-        ]
-    return rows
-
-
-def _plain_pairs(pairs: Iterable[tuple[str, str]]) -> list[NamePair]:
-    """Rows for parameters copied as they are, weights and biases."""
-    return [(f"{o}.{kind}", f"{t}.{kind}", None) for o, t in pairs for kind in ("weight", "bias")]
-
-
-# nn.TransformerEncoderLayer -> EncoderBlock
-ENCODER_LAYER_PAIRS: list[NamePair] = attention_pairs("self_attn", "self_attn") + _plain_pairs([
-    ("ff.linear1", "linear1"),
-    ("ff.linear2", "linear2"),
-    ("norm1", "norm1"),
-    ("norm2", "norm2"),
-])  # fmt: skip
-
-# nn.TransformerDecoderLayer -> DecoderBlock (PyTorch calls the cross-attention multihead_attn)
-DECODER_LAYER_PAIRS: list[NamePair] = (
-    attention_pairs("self_attn", "self_attn")
-    + attention_pairs("cross_attn", "multihead_attn")
-    + _plain_pairs([
-        ("ff.linear1", "linear1"),
-        ("ff.linear2", "linear2"),
-        ("norm1", "norm1"),
-        ("norm2", "norm2"),
-        ("norm3", "norm3"),
-    ])
-)  # fmt: skip
-
-
-@torch.no_grad()
-def copy_weights(module: nn.Module, source: dict[str, Tensor], pairs: Iterable[NamePair]) -> None:
-    """Copy ``source`` tensors into ``module``'s parameters following a table of name pairs.
-
-    Every copy is shape-checked. A row whose two names are both absent is skipped (a bias
-    that neither side has); afterwards every parameter of ``module`` must have been written
-    and every tensor of ``source`` read, so nothing is silently left at its random init.
-
-    Args:
-        module: the module to fill (ours).
-        source: the reference's tensors by name, e.g. ``dict(layer.named_parameters())``.
-        pairs: rows (our name, their name, chunk); ``chunk`` in {0, 1, 2} takes that third of
-            a packed q/k/v tensor along dim 0.
-
-    Raises:
-        ValueError: on a name present on one side only, a shape mismatch, or a parameter
-            left unwritten / a source tensor left unread.
-    """
-    ours = dict(module.named_parameters())
-    written: set[str] = set()
-    read: set[str] = set()
-    for our_name, their_name, chunk in pairs:
-        if our_name not in ours and their_name not in source:
-            continue
-        if our_name not in ours or their_name not in source:
-            raise ValueError(f"{our_name} <- {their_name}: present on one side only")
-        value = source[their_name]
-        if chunk is not None:
-            value = value.chunk(3, dim=0)[chunk]  # (d_out, ...) third of the packed tensor
-        if ours[our_name].shape != value.shape:
-            raise ValueError(f"shape mismatch copying {their_name} into {our_name}: "
-                             f"{tuple(value.shape)} vs ours {tuple(ours[our_name].shape)}")  # fmt: skip
-        ours[our_name].copy_(value)
-        written.add(our_name)
-        read.add(their_name)
-    if set(ours) - written or set(source) - read:
-        raise ValueError(f"weight table incomplete: ours not written {sorted(set(ours) - written)}, "
-                         f"theirs not read {sorted(set(source) - read)}")  # fmt: skip
+    load_weights(ours, split_in_proj(dict(theirs.named_parameters())), TORCH_RENAMES)
 
 
 def _torch_activation(layer: nn.Module) -> str:
@@ -465,24 +377,25 @@ def _torch_activation(layer: nn.Module) -> str:
     raise ValueError(f"layer.activation must be relu or gelu to be loaded, got {act!r}")
 
 
-def torch_layer_config(layer: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer) -> dict:
-    """The constructor arguments of our block that match a PyTorch Transformer layer.
+def torch_layer_config(layer: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer) -> BlockConfig:
+    """The :class:`BlockConfig` of a PyTorch Transformer layer.
 
     Args:
-        layer: an ``nn.TransformerEncoderLayer`` or ``nn.TransformerDecoderLayer``.
+        layer: an ``nn.TransformerEncoderLayer`` or ``nn.TransformerDecoderLayer``,
+            built with ``batch_first=True``.
 
     Returns:
-        Keyword arguments for :class:`EncoderBlock` / :class:`DecoderBlock`.
+        The matching configuration.
     """
     if not layer.self_attn.batch_first:
         raise ValueError("layer must be built with batch_first=True (mtlib is batch-first)")
-    return {
-        "d_model": layer.self_attn.embed_dim,
-        "num_heads": layer.self_attn.num_heads,
-        "d_ff": layer.linear1.out_features,
-        "dropout": layer.dropout.p,
-        "activation": _torch_activation(layer),
-        "norm_first": layer.norm_first,
-        "layer_norm_eps": layer.norm1.eps,
-        "bias": layer.linear1.bias is not None,
-    }
+    return BlockConfig(
+        d_model=layer.self_attn.embed_dim,
+        num_heads=layer.self_attn.num_heads,
+        d_ff=layer.linear1.out_features,
+        dropout=layer.dropout.p,
+        activation=_torch_activation(layer),
+        norm_first=layer.norm_first,
+        layer_norm_eps=layer.norm1.eps,
+        bias=layer.linear1.bias is not None,
+    )

@@ -21,6 +21,8 @@ import math
 import torch
 from torch import nn
 
+from mtlib import _checks
+
 __all__ = [
     "SinusoidalEncoding",
     "LearnedEncoding",
@@ -40,16 +42,6 @@ def _check_span(name: str, offset: int, length: int, max_len: int) -> None:
         raise ValueError(
             f"{name}: positions {offset}..{offset + length - 1} (sequence length {length}, "
             f"offset {offset}) exceed max_len={max_len}; build the module with a larger max_len"
-        )
-
-
-def _check_btd(x: torch.Tensor, d_model: int, name: str = "x") -> None:
-    """Check that ``x`` is a floating tensor of shape (B, T, d_model)."""
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() != 3 or x.shape[-1] != d_model:
-        raise ValueError(
-            f"{name} must have shape (B, T, d_model={d_model}), got {tuple(x.shape)}"
         )
 
 
@@ -104,7 +96,7 @@ class SinusoidalEncoding(nn.Module):
 
     pe: torch.Tensor
 
-    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, max_len: int = 5000, *, dropout: float = 0.0) -> None:
         super().__init__()
         self.d_model = d_model
         self.max_len = max_len
@@ -128,7 +120,7 @@ class SinusoidalEncoding(nn.Module):
             raise ValueError(f"positions must lie in [0, max_len={self.max_len})")
         return self.pe[positions]
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, *, offset: int = 0) -> torch.Tensor:
         """Add the encodings of positions ``offset .. offset+T-1`` to ``x``.
 
         Args:
@@ -139,7 +131,7 @@ class SinusoidalEncoding(nn.Module):
         Returns:
             Tensor of shape (B, T, d_model).
         """
-        _check_btd(x, self.d_model)
+        _checks.float_tensor(x, "x", f"(batch, seq_len, d_model={self.d_model})", (None, None, self.d_model))
         _check_span("SinusoidalEncoding", offset, x.shape[1], self.max_len)
         pe = self.pe[offset : offset + x.shape[1]].to(x.dtype)  # (T, d_model)
         return self.dropout(x + pe)
@@ -149,22 +141,22 @@ class LearnedEncoding(nn.Module):
     """Learned absolute positions (BERT, GPT-2): one trainable vector per position.
 
     Args:
-        max_len: number of positions the embedding table holds.
         d_model: model width.
+        max_len: number of positions the embedding table holds.
         dropout: dropout applied after the addition.
 
     Shape:
         forward: x (B, T, d_model) -> (B, T, d_model).
     """
 
-    def __init__(self, max_len: int, d_model: int, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, max_len: int, *, dropout: float = 0.0) -> None:
         super().__init__()
         self.max_len = max_len
         self.d_model = d_model
         self.embedding = nn.Embedding(max_len, d_model)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, *, offset: int = 0) -> torch.Tensor:
         """Add the learned vectors of positions ``offset .. offset+T-1`` to ``x``.
 
         Args:
@@ -174,7 +166,7 @@ class LearnedEncoding(nn.Module):
         Returns:
             Tensor of shape (B, T, d_model).
         """
-        _check_btd(x, self.d_model)
+        _checks.float_tensor(x, "x", f"(batch, seq_len, d_model={self.d_model})", (None, None, self.d_model))
         _check_span("LearnedEncoding", offset, x.shape[1], self.max_len)
         positions = torch.arange(offset, offset + x.shape[1], device=x.device)  # (T,)
         return self.dropout(x + self.embedding(positions))
@@ -202,6 +194,7 @@ class RelativePositionBias(nn.Module):
     def __init__(
         self,
         num_heads: int,
+        *,
         num_buckets: int = 32,
         max_distance: int = 128,
         bidirectional: bool = True,
@@ -227,6 +220,7 @@ class RelativePositionBias(nn.Module):
     @staticmethod
     def bucket(
         relative_position: torch.Tensor,
+        *,
         bidirectional: bool = True,
         num_buckets: int = 32,
         max_distance: int = 128,
@@ -259,7 +253,7 @@ class RelativePositionBias(nn.Module):
         large = large.clamp(max=num_buckets - 1)
         return buckets + torch.where(is_small, distance.long(), large)
 
-    def forward(self, q_len: int, k_len: int | None = None, offset: int | None = None) -> torch.Tensor:
+    def forward(self, q_len: int, k_len: int | None = None, *, offset: int | None = None) -> torch.Tensor:
         """The additive bias for a (q_len, k_len) score matrix.
 
         Args:
@@ -278,7 +272,7 @@ class RelativePositionBias(nn.Module):
         q_pos = torch.arange(offset, offset + q_len, device=device)[:, None]  # (Tq, 1)
         k_pos = torch.arange(k_len, device=device)[None, :]  # (1, Tk)
         buckets = self.bucket(
-            k_pos - q_pos, self.bidirectional, self.num_buckets, self.max_distance
+            k_pos - q_pos, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance
         )  # (Tq, Tk)
         values = self.relative_attention_bias(buckets)  # (Tq, Tk, H)
         return values.permute(2, 0, 1).unsqueeze(0)  # (1, H, Tq, Tk)
@@ -314,6 +308,7 @@ class RotaryEmbedding(nn.Module):
     def __init__(
         self,
         head_dim: int,
+        *,
         base: float = 10000.0,
         max_len: int = 4096,
         interleaved: bool = False,
@@ -345,43 +340,35 @@ class RotaryEmbedding(nn.Module):
         first, second = x.chunk(2, dim=-1)  # (..., Dh/2) each
         return torch.cat([-second, first], dim=-1)  # (..., Dh)
 
-    def rotate(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """Rotate ``x`` as if its tokens sat at positions ``offset .. offset+T-1``.
+    def rotate(self, x: torch.Tensor, *, layout: str, offset: int = 0) -> torch.Tensor:
+        """Rotate queries or keys as if their tokens sat at positions ``offset .. offset+T-1``.
+
+        The layout must be named: the same 4-D tensor read as (B, T, H, Dh) instead of
+        (B, H, T, Dh) would be rotated by head index instead of by position, silently.
+        With a KV cache, rotate only the new keys (at the offset of the new queries) before
+        appending them: the cached keys are already rotated. :class:`~mtlib.attention.MultiHeadAttention`
+        does this itself when built with ``rotary=``.
 
         Args:
-            x: queries or keys of shape (..., T, Dh), usually (B, H, T, Dh).
+            x: queries or keys, of shape (B, H, T, Dh) or (B, T, H, Dh).
+            layout: ``"BHTD"`` (heads before positions, as inside attention) or ``"BTHD"``.
             offset: position of the first token.
 
         Returns:
-            Tensor of the same shape and dtype.
+            Tensor of the same shape, layout and dtype.
         """
-        if x.dim() < 2 or x.shape[-1] != self.head_dim:
-            raise ValueError(
-                f"x must have shape (..., T, head_dim={self.head_dim}), got {tuple(x.shape)}"
-            )
-        seq_len = x.shape[-2]
+        if layout not in ("BHTD", "BTHD"):
+            raise ValueError(f'layout must be "BHTD" or "BTHD", got {layout!r}')
+        if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[-1] != self.head_dim:
+            raise ValueError(f"x must have shape ({', '.join(layout[:3])}, head_dim={self.head_dim}), got {_checks.shape_of(x)}")
+        seq_dim = 2 if layout == "BHTD" else 1
+        seq_len = x.shape[seq_dim]
         _check_span("RotaryEmbedding", offset, seq_len, self.max_len)
         cos = self.cos[offset : offset + seq_len].to(x.dtype)  # (T, Dh)
         sin = self.sin[offset : offset + seq_len].to(x.dtype)  # (T, Dh)
+        if layout == "BTHD":
+            cos, sin = cos[:, None], sin[:, None]  # (T, 1, Dh): the same angle for every head
         return x * cos + self._rotate_90(x) * sin
-
-    def forward(
-        self, q: torch.Tensor, k: torch.Tensor, offset: int = 0
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rotate queries and keys that both start at position ``offset``.
-
-        With a KV cache, rotate only the new keys (at the same offset as the new queries)
-        before appending them: the cached keys are already rotated.
-
-        Args:
-            q: queries of shape (B, H, Tq, Dh).
-            k: keys of shape (B, H, Tk, Dh).
-            offset: position of the first query and the first key.
-
-        Returns:
-            ``(q_rotated, k_rotated)`` with the shapes of ``q`` and ``k``.
-        """
-        return self.rotate(q, offset), self.rotate(k, offset)
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
@@ -418,6 +405,7 @@ def alibi_bias(
     num_heads: int,
     q_len: int,
     k_len: int | None = None,
+    *,
     device: torch.device | str | None = None,
     dtype: torch.dtype | None = None,
 ) -> torch.Tensor:

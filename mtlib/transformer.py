@@ -1,6 +1,7 @@
 """The encoder-decoder Transformer of Vaswani et al. (2017), and how to decode with it.
 
-- :class:`TransformerConfig`: every size in one dataclass, with presets.
+- :class:`TransformerConfig`: every size in one dataclass (a :class:`~mtlib.blocks.BlockConfig`
+  plus vocabularies and depths), with presets.
 - :class:`Encoder`, :class:`Decoder`: stacks of :class:`~mtlib.blocks.EncoderBlock` /
   :class:`~mtlib.blocks.DecoderBlock`, with an optional final LayerNorm.
 - :class:`Transformer`: embeddings (scaled by sqrt(d_model)) + sinusoidal positions, the two
@@ -14,23 +15,24 @@ from the cache, so the step-by-step logits equal those of recomputing the whole 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from mtlib import _checks
 from mtlib.blocks import (
-    ACTIVATIONS,
-    DECODER_LAYER_PAIRS,
-    ENCODER_LAYER_PAIRS,
+    BlockConfig,
     DecoderBlock,
     DecoderCache,
     EncoderBlock,
-    copy_weights,
+    load_torch_layers,
     torch_layer_config,
 )
-from mtlib.masks import causal_mask, combine, padding_mask_from_tokens
+from mtlib.masks import causal_mask, padding_mask_from_tokens
 from mtlib.positional import SinusoidalEncoding
 
 __all__ = [
@@ -44,8 +46,8 @@ __all__ = [
 
 
 @dataclass
-class TransformerConfig:
-    """Sizes and switches of an encoder-decoder Transformer.
+class TransformerConfig(BlockConfig):
+    """Sizes and switches of an encoder-decoder Transformer: the block settings plus these.
 
     The defaults are the paper's base model (:meth:`base`); :meth:`tiny` is the size the
     book trains on a CPU.
@@ -53,29 +55,24 @@ class TransformerConfig:
 
     src_vocab: int = 1000  # source vocabulary size
     tgt_vocab: int = 1000  # target vocabulary size
-    d_model: int = 512  # model width (must be even: sinusoidal positions)
-    num_heads: int = 8  # attention heads h; d_model % h == 0
     num_encoder_layers: int = 6  # N encoder blocks
     num_decoder_layers: int = 6  # N decoder blocks
-    d_ff: int = 2048  # feed-forward hidden width
-    dropout: float = 0.1  # on embeddings+positions, attention weights, FF hidden, residuals
     max_len: int = 512  # longest sequence the positional table covers
-    norm_first: bool = False  # False: Post-LN (the paper); True: Pre-LN
-    activation: str = "relu"  # "relu", "gelu" or "swiglu"
-    layer_norm_eps: float = 1e-5  # LayerNorm epsilon (PyTorch's default)
-    bias: bool = True  # biases in linear layers and LayerNorms
     final_norm: bool | None = None  # LayerNorm after each stack; None: only if norm_first
     pad_id: int | None = 0  # padding token id, masked out of attention; None: no padding
-    tie_embeddings: bool = False  # share the target embedding with the output projection
+    tie_embeddings: bool = False  # the output projection reuses the target embedding
+    share_embeddings: bool = False  # source and target share one embedding (one vocabulary)
 
     def __post_init__(self) -> None:
-        if self.d_model % self.num_heads != 0:
-            raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
-        for name in ("src_vocab", "tgt_vocab", "d_model", "num_heads", "d_ff", "max_len"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        super().__post_init__()
+        for name in ("src_vocab", "tgt_vocab", "num_encoder_layers", "num_decoder_layers", "max_len"):
+            _checks.positive_int(getattr(self, name), name)
+        if self.d_model % 2:
+            raise ValueError(f"d_model must be even (sinusoidal positions come in sin/cos pairs), got {self.d_model}")
+        if self.share_embeddings and self.src_vocab != self.tgt_vocab:
+            raise ValueError(f"share_embeddings needs src_vocab == tgt_vocab, got {self.src_vocab} and {self.tgt_vocab}")
+        if self.pad_id is not None and not 0 <= self.pad_id < min(self.src_vocab, self.tgt_vocab):
+            raise ValueError(f"pad_id must lie in [0, {min(self.src_vocab, self.tgt_vocab)}) or be None, got {self.pad_id}")
 
     @property
     def use_final_norm(self) -> bool:
@@ -83,30 +80,26 @@ class TransformerConfig:
         return self.norm_first if self.final_norm is None else self.final_norm
 
     @classmethod
-    def base(cls, **overrides: object) -> TransformerConfig:
-        """The paper's base model: d_model 512, 8 heads, 6+6 layers, d_ff 2048, dropout 0.1."""
+    def base(cls, **overrides: Any) -> TransformerConfig:
+        """The paper's base model: d_model 512, 8 heads, 6+6 layers, d_ff 2048, dropout 0.1.
+
+        With ``src_vocab = tgt_vocab = 37000`` and both sharing switches on (the paper's shared
+        BPE vocabulary and three-way weight sharing) it has about 63M parameters (paper: 65M).
+        """
         return replace(cls(), **overrides)
 
     @classmethod
-    def tiny(cls, **overrides: object) -> TransformerConfig:
+    def big(cls, **overrides: Any) -> TransformerConfig:
+        """The paper's big model: d_model 1024, 16 heads, d_ff 4096, dropout 0.3 (about 214M
+        parameters with the shared 37000-token vocabulary; paper: 213M)."""
+        return replace(cls(d_model=1024, num_heads=16, d_ff=4096, dropout=0.3), **overrides)
+
+    @classmethod
+    def tiny(cls, **overrides: Any) -> TransformerConfig:
         """A model that trains in seconds on a CPU: d_model 32, 4 heads, 2+2 layers."""
         small = cls(src_vocab=16, tgt_vocab=16, d_model=32, num_heads=4, num_encoder_layers=2,
                     num_decoder_layers=2, d_ff=64, dropout=0.0, max_len=64)  # fmt: skip
         return replace(small, **overrides)
-
-
-def _block_kwargs(config: TransformerConfig) -> dict:
-    """Constructor arguments shared by every block of ``config``."""
-    return {
-        "d_model": config.d_model,
-        "num_heads": config.num_heads,
-        "d_ff": config.d_ff,
-        "dropout": config.dropout,
-        "activation": config.activation,
-        "norm_first": config.norm_first,
-        "layer_norm_eps": config.layer_norm_eps,
-        "bias": config.bias,
-    }
 
 
 def _final_norm(config: TransformerConfig) -> nn.Module:
@@ -115,25 +108,11 @@ def _final_norm(config: TransformerConfig) -> nn.Module:
     return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias)
 
 
-def _config_from_torch_stack(stack: nn.TransformerEncoder | nn.TransformerDecoder) -> TransformerConfig:
-    """A config matching the layers of a PyTorch stack (vocabularies left at their defaults)."""
-    kw = torch_layer_config(stack.layers[0])
+def _stack_config(stack: nn.TransformerEncoder | nn.TransformerDecoder, **fields: Any) -> TransformerConfig:
+    """A config matching the layers of a PyTorch stack."""
+    block = dataclasses.asdict(torch_layer_config(stack.layers[0]))
     n = len(stack.layers)
-    return TransformerConfig(
-        num_heads=kw["num_heads"], d_model=kw["d_model"], d_ff=kw["d_ff"], dropout=kw["dropout"],
-        activation=kw["activation"], norm_first=kw["norm_first"],
-        layer_norm_eps=kw["layer_norm_eps"], bias=kw["bias"], final_norm=stack.norm is not None,
-        num_encoder_layers=n, num_decoder_layers=n,
-    )  # fmt: skip
-
-
-def _stack_pairs(layer_pairs: list, num_layers: int, has_norm: bool) -> list:
-    """Name pairs of a whole stack: ``layers.{i}.`` + each layer pair, then ``norm``."""
-    pairs = [(f"layers.{i}.{o}", f"layers.{i}.{t}", c) for i in range(num_layers)
-             for o, t, c in layer_pairs]  # fmt: skip
-    if has_norm:
-        pairs += [("norm.weight", "norm.weight", None), ("norm.bias", "norm.bias", None)]
-    return pairs
+    return TransformerConfig(**block, num_encoder_layers=n, num_decoder_layers=n, final_norm=stack.norm is not None, **fields)
 
 
 class Encoder(nn.Module):
@@ -148,22 +127,21 @@ class Encoder(nn.Module):
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        kwargs = _block_kwargs(config)
-        self.layers = nn.ModuleList(EncoderBlock(**kwargs) for _ in range(config.num_encoder_layers))
+        self.layers = nn.ModuleList(EncoderBlock(config) for _ in range(config.num_encoder_layers))
         self.norm = _final_norm(config)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, *, mask: Tensor | None = None) -> Tensor:
         """Run every block, then the final norm.
 
         Args:
             x: embedded source of shape (B, S, d_model).
-            mask: attention mask broadcastable to (B, H, S, S), e.g. padding (B, 1, 1, S).
+            mask: bool mask broadcastable to (B, H, S, S), e.g. padding (B, 1, 1, S).
 
         Returns:
             The memory, of shape (B, S, d_model).
         """
         for layer in self.layers:
-            x = layer(x, mask)
+            x = layer(x, mask=mask)
         return self.norm(x)
 
     @classmethod
@@ -176,10 +154,8 @@ class Encoder(nn.Module):
         Returns:
             An encoder on the stack's device and dtype computing the same function.
         """
-        config = _config_from_torch_stack(stack)
-        encoder = cls(config).to(stack.layers[0].linear1.weight)
-        pairs = _stack_pairs(ENCODER_LAYER_PAIRS, len(stack.layers), stack.norm is not None)
-        copy_weights(encoder, dict(stack.named_parameters()), pairs)
+        encoder = cls(_stack_config(stack)).to(stack.layers[0].linear1.weight)
+        load_torch_layers(encoder, stack)
         return encoder
 
 
@@ -195,8 +171,7 @@ class Decoder(nn.Module):
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        kwargs = _block_kwargs(config)
-        self.layers = nn.ModuleList(DecoderBlock(**kwargs) for _ in range(config.num_decoder_layers))
+        self.layers = nn.ModuleList(DecoderBlock(config) for _ in range(config.num_decoder_layers))
         self.norm = _final_norm(config)
 
     def new_cache(self) -> list[DecoderCache]:
@@ -207,6 +182,7 @@ class Decoder(nn.Module):
         self,
         x: Tensor,
         memory: Tensor,
+        *,
         self_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
         cache: list[DecoderCache] | None = None,
@@ -216,18 +192,18 @@ class Decoder(nn.Module):
         Args:
             x: embedded target of shape (B, T, d_model) (only the new positions with a cache).
             memory: encoder output of shape (B, S, d_model).
-            self_mask: self-attention mask broadcastable to (B, H, T, t + T), t cached.
-            memory_mask: cross-attention mask broadcastable to (B, H, T, S).
+            self_mask: bool self-attention mask broadcastable to (B, H, T, t + T), t cached.
+            memory_mask: bool cross-attention mask broadcastable to (B, H, T, S).
             cache: from :meth:`new_cache`, updated in place.
 
         Returns:
             Tensor of shape (B, T, d_model).
         """
         if cache is not None and len(cache) != len(self.layers):
-            raise ValueError(f"cache must hold one DecoderCache per layer ({len(self.layers)}), "
-                             f"got {len(cache)}")  # fmt: skip
+            raise ValueError(f"cache must hold one DecoderCache per layer ({len(self.layers)}), got {len(cache)}")
         for i, layer in enumerate(self.layers):
-            x = layer(x, memory, self_mask, memory_mask, None if cache is None else cache[i])
+            layer_cache = None if cache is None else cache[i]
+            x = layer(x, memory, self_mask=self_mask, memory_mask=memory_mask, cache=layer_cache)
         return self.norm(x)
 
     @classmethod
@@ -240,32 +216,18 @@ class Decoder(nn.Module):
         Returns:
             A decoder on the stack's device and dtype computing the same function.
         """
-        config = _config_from_torch_stack(stack)
-        decoder = cls(config).to(stack.layers[0].linear1.weight)
-        pairs = _stack_pairs(DECODER_LAYER_PAIRS, len(stack.layers), stack.norm is not None)
-        copy_weights(decoder, dict(stack.named_parameters()), pairs)
+        decoder = cls(_stack_config(stack)).to(stack.layers[0].linear1.weight)
+        load_torch_layers(decoder, stack)
         return decoder
-
-
-def _check_tokens(tokens: object, name: str, vocab: int) -> None:
-    """Check that ``tokens`` is an integer tensor of shape (B, T) with ids below ``vocab``."""
-    if not isinstance(tokens, Tensor):
-        raise TypeError(f"{name} must be a Tensor of token ids, shape (batch, seq_len), "
-                        f"got {type(tokens).__name__}")  # fmt: skip
-    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
-        raise TypeError(f"{name} must hold integer token ids (torch.long), got dtype {tokens.dtype}")
-    if tokens.dim() != 2 or tokens.shape[1] == 0:
-        raise ValueError(f"{name} must have shape (batch, seq_len >= 1), got {tuple(tokens.shape)}")
-    if tokens.min() < 0 or tokens.max() >= vocab:
-        raise ValueError(f"{name} ids must lie in [0, {vocab}), got range "
-                         f"[{int(tokens.min())}, {int(tokens.max())}]")  # fmt: skip
 
 
 class Transformer(nn.Module):
     """The encoder-decoder Transformer (Vaswani et al., 2017, figure 1).
 
     ``logits = lm_head(decoder(embed(tgt), encoder(embed(src))))`` with
-    ``embed(x) = dropout(token_embedding(x) * sqrt(d_model) + PE[pos])``.
+    ``embed(x) = dropout(token_embedding(x) * sqrt(d_model) + PE[pos])``. The token embeddings
+    are initialised with standard deviation ``d_model ** -0.5``, so that after the
+    ``sqrt(d_model)`` scaling they have unit scale, like the positional encoding.
 
     Masks are derived from the tokens: keys equal to ``config.pad_id`` are masked out, and
     the decoder's self-attention is causal.
@@ -278,11 +240,13 @@ class Transformer(nn.Module):
         super().__init__()
         self.config = config
         self.src_embed = nn.Embedding(config.src_vocab, config.d_model)
-        self.tgt_embed = nn.Embedding(config.tgt_vocab, config.d_model)
-        self.positional = SinusoidalEncoding(config.d_model, config.max_len, config.dropout)
+        self.tgt_embed = self.src_embed if config.share_embeddings else nn.Embedding(config.tgt_vocab, config.d_model)
+        for embedding in (self.src_embed, self.tgt_embed):
+            nn.init.normal_(embedding.weight, std=config.d_model**-0.5)
+        self.positional = SinusoidalEncoding(config.d_model, config.max_len, dropout=config.dropout)
         self.encoder = Encoder(config)
         self.decoder = Decoder(config)
-        self.lm_head = nn.Linear(config.d_model, config.tgt_vocab)
+        self.lm_head = nn.Linear(config.d_model, config.tgt_vocab, bias=config.bias)
         if config.tie_embeddings:
             self.lm_head.weight = self.tgt_embed.weight
 
@@ -296,32 +260,34 @@ class Transformer(nn.Module):
         return None if self.config.pad_id is None else padding_mask_from_tokens(src, self.config.pad_id)
 
     def tgt_mask(self, tgt: Tensor) -> Tensor:
-        """Causal mask combined with the target's padding mask: (B, 1, T, T) or (T, T)."""
+        """Causal mask combined with the target's padding mask: (B, 1, T, T), or (T, T)."""
+        causal = causal_mask(tgt.shape[1], device=tgt.device)  # (T, T)
         pad = self.src_mask(tgt)  # same rule for target tokens
-        return combine(causal_mask(tgt.shape[1], device=tgt.device), pad)
+        return causal if pad is None else causal & pad  # (B, 1, T, T)
 
     def new_cache(self) -> list[DecoderCache]:
         """An empty decoder cache for :meth:`decode`."""
         return self.decoder.new_cache()
 
-    def encode(self, src: Tensor, src_mask: Tensor | None = None) -> Tensor:
+    def encode(self, src: Tensor, *, src_mask: Tensor | None = None) -> Tensor:
         """Encode the source.
 
         Args:
             src: token ids of shape (B, S).
-            src_mask: mask broadcastable to (B, H, S, S); default: from ``pad_id``.
+            src_mask: bool mask broadcastable to (B, H, S, S); default: from ``pad_id``.
 
         Returns:
             The memory, of shape (B, S, d_model).
         """
-        _check_tokens(src, "src", self.config.src_vocab)
+        _checks.token_ids(src, "src", self.config.src_vocab)
         src_mask = self.src_mask(src) if src_mask is None else src_mask
-        return self.encoder(self._embed(self.src_embed, src), src_mask)
+        return self.encoder(self._embed(self.src_embed, src), mask=src_mask)
 
     def decode(
         self,
         tgt: Tensor,
         memory: Tensor,
+        *,
         memory_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
         cache: list[DecoderCache] | None = None,
@@ -338,17 +304,17 @@ class Transformer(nn.Module):
         Args:
             tgt: token ids of shape (B, T).
             memory: encoder output of shape (B, S, d_model).
-            memory_mask: cross-attention mask broadcastable to (B, H, T, S), usually
+            memory_mask: bool cross-attention mask broadcastable to (B, H, T, S), usually
                 ``src_mask(src)``; None attends to every source position.
-            tgt_mask: self-attention mask broadcastable to (B, H, T, offset + T); default:
-                causal (+ target padding when there is no cache).
+            tgt_mask: bool self-attention mask broadcastable to (B, H, T, offset + T);
+                default: causal (+ target padding when there is no cache).
             cache: decoder cache, updated in place.
             offset: position of the first token of ``tgt``; default: the cache length (or 0).
 
         Returns:
             Logits of shape (B, T, tgt_vocab).
         """
-        _check_tokens(tgt, "tgt", self.config.tgt_vocab)
+        _checks.token_ids(tgt, "tgt", self.config.tgt_vocab)
         cached = 0 if cache is None else cache[0].length
         offset = cached if offset is None else offset
         if tgt_mask is None and cache is None:
@@ -356,36 +322,33 @@ class Transformer(nn.Module):
         elif tgt_mask is None:
             tgt_mask = causal_mask(tgt.shape[1], cached + tgt.shape[1], device=tgt.device)
         x = self._embed(self.tgt_embed, tgt, offset)  # (B, T, d_model)
-        return self.lm_head(self.decoder(x, memory, tgt_mask, memory_mask, cache))
+        return self.lm_head(self.decoder(x, memory, self_mask=tgt_mask, memory_mask=memory_mask, cache=cache))
 
     def forward(
-        self,
-        src: Tensor,
-        tgt: Tensor,
-        src_mask: Tensor | None = None,
-        tgt_mask: Tensor | None = None,
+        self, src: Tensor, tgt: Tensor, *, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
     ) -> Tensor:
         """Teacher-forced forward pass.
 
         Args:
             src: source token ids of shape (B, S).
             tgt: target input token ids of shape (B, T) (BOS + the target, shifted right).
-            src_mask: source padding mask broadcastable to (B, H, S, S), used by the encoder
+            src_mask: bool source mask broadcastable to (B, H, S, S), used by the encoder
                 and by cross-attention; default: from ``pad_id``.
-            tgt_mask: decoder self-attention mask broadcastable to (B, H, T, T); default:
+            tgt_mask: bool decoder self-attention mask broadcastable to (B, H, T, T); default:
                 causal + target padding. (Pass an all-True mask to watch the future leak.)
 
         Returns:
             Logits of shape (B, T, tgt_vocab).
         """
         src_mask = self.src_mask(src) if src_mask is None else src_mask
-        memory = self.encode(src, src_mask)  # (B, S, d_model)
-        return self.decode(tgt, memory, src_mask, tgt_mask)
+        memory = self.encode(src, src_mask=src_mask)  # (B, S, d_model)
+        return self.decode(tgt, memory, memory_mask=src_mask, tgt_mask=tgt_mask)
+
+    #: The fields :meth:`from_torch` may set; every other field is fixed by the PyTorch model.
+    FREE_FIELDS = ("max_len", "pad_id", "tie_embeddings", "share_embeddings")
 
     @classmethod
-    def from_torch(
-        cls, model: nn.Transformer, src_vocab: int, tgt_vocab: int, **overrides: object
-    ) -> Transformer:
+    def from_torch(cls, model: nn.Transformer, *, src_vocab: int, tgt_vocab: int, **overrides: Any) -> Transformer:
         """A :class:`Transformer` whose encoder and decoder stacks are copies of ``model``'s.
 
         ``nn.Transformer`` has no embeddings and no output layer: those stay randomly
@@ -395,26 +358,35 @@ class Transformer(nn.Module):
             model: an ``nn.Transformer(batch_first=True)`` with relu or gelu activation.
             src_vocab: source vocabulary size.
             tgt_vocab: target vocabulary size.
-            **overrides: other :class:`TransformerConfig` fields (``pad_id``, ``max_len``, ...).
+            **overrides: the fields in :attr:`FREE_FIELDS`; any other field is fixed by
+                ``model`` and raises a ValueError.
 
         Returns:
             The model, on ``model``'s device and dtype.
         """
         if not isinstance(model, nn.Transformer):
             raise TypeError(f"model must be an nn.Transformer, got {type(model).__name__}")
-        enc_config = _config_from_torch_stack(model.encoder)
-        config = replace(enc_config, src_vocab=src_vocab, tgt_vocab=tgt_vocab,
-                         num_decoder_layers=len(model.decoder.layers), **overrides)  # fmt: skip
+        fixed = sorted(set(overrides) - set(cls.FREE_FIELDS))
+        if fixed:
+            raise ValueError(f"{fixed} are fixed by the PyTorch model; overrides may set only {list(cls.FREE_FIELDS)}")
+        config = _stack_config(model.encoder, src_vocab=src_vocab, tgt_vocab=tgt_vocab, **overrides)
+        config.num_decoder_layers = len(model.decoder.layers)
         ours = cls(config).to(model.encoder.layers[0].linear1.weight)
-        ours.encoder = Encoder.from_torch(model.encoder)
-        ours.decoder = Decoder.from_torch(model.decoder)
+        load_torch_layers(ours.encoder, model.encoder)
+        load_torch_layers(ours.decoder, model.decoder)
         return ours
 
 
-def _check_decode_args(src: Tensor, max_len: int, model: Transformer) -> None:
-    _check_tokens(src, "src", model.config.src_vocab)
-    if not 1 <= max_len <= model.config.max_len:
-        raise ValueError(f"max_len must lie in [1, config.max_len={model.config.max_len}], got {max_len}")
+def _check_decode_args(model: Transformer, src: Tensor, bos_id: int, eos_id: int, max_len: int) -> None:
+    if not isinstance(model, Transformer):
+        raise TypeError(f"model must be an mtlib Transformer, got {type(model).__name__}")
+    _checks.token_ids(src, "src", model.config.src_vocab)
+    vocab = model.config.tgt_vocab
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab:
+            raise ValueError(f"{name} must be an int in [0, tgt_vocab={vocab}), got {value!r}")
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or not 1 <= max_len <= model.config.max_len:
+        raise ValueError(f"max_len must be an int in [1, config.max_len={model.config.max_len}], got {max_len!r}")
 
 
 def _forbid_pad(logits: Tensor, model: Transformer) -> Tensor:
@@ -435,6 +407,7 @@ def _forbid_pad(logits: Tensor, model: Transformer) -> Tensor:
 def greedy_decode(
     model: Transformer,
     src: Tensor,
+    *,
     bos_id: int,
     eos_id: int,
     max_len: int,
@@ -458,7 +431,7 @@ def greedy_decode(
     Returns:
         Token ids of shape (B, L), L <= max_len, starting with BOS.
     """
-    _check_decode_args(src, max_len, model)
+    _check_decode_args(model, src, bos_id, eos_id, max_len)
     fill = eos_id if model.config.pad_id is None else model.config.pad_id
     memory, memory_mask = model.encode(src), model.src_mask(src)  # (B, S, d), (B, 1, 1, S)
     ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
@@ -466,7 +439,7 @@ def greedy_decode(
     cache = model.new_cache() if use_cache else None
     for _ in range(max_len - 1):
         step_input = ys[:, -1:] if use_cache else ys  # (B, 1) or (B, t)
-        logits = model.decode(step_input, memory, memory_mask, cache=cache)[:, -1]  # (B, V)
+        logits = model.decode(step_input, memory, memory_mask=memory_mask, cache=cache)[:, -1]  # (B, V)
         next_token = _forbid_pad(logits, model).argmax(dim=-1).masked_fill(done, fill)  # (B,)
         ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t + 1)
         done |= next_token == eos_id
@@ -484,6 +457,7 @@ def _length_penalty(length: Tensor, alpha: float) -> Tensor:
 def beam_search(
     model: Transformer,
     src: Tensor,
+    *,
     bos_id: int,
     eos_id: int,
     max_len: int,
@@ -513,7 +487,7 @@ def beam_search(
     Returns:
         Token ids of shape (B, L), L <= max_len, starting with BOS, padded after EOS.
     """
-    _check_decode_args(src, max_len, model)
+    _check_decode_args(model, src, bos_id, eos_id, max_len)
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
     batch, k = src.shape[0], beam_size
@@ -552,7 +526,7 @@ def _beam_step(
 ) -> Tensor:
     """Next-token log-probabilities (B*K, V); finished beams may only emit ``fill`` at cost 0."""
     step_input = ys[:, -1:] if cache is not None else ys  # (B*K, 1) or (B*K, t)
-    logits = model.decode(step_input, memory, memory_mask, cache=cache)[:, -1]  # (B*K, V)
+    logits = model.decode(step_input, memory, memory_mask=memory_mask, cache=cache)[:, -1]  # (B*K, V)
     log_probs = _forbid_pad(logits.float(), model).log_softmax(dim=-1)  # (B*K, V)
     finished = (ys[:, 1:] == eos_id).any(dim=1)  # (B*K,)
     frozen = torch.full_like(log_probs, float("-inf"))

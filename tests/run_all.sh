@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, stage by stage, with each stage's run time:
-#   1. lint (ruff)  2. unit tests of mtlib (+ coverage of the core modules)
+#   1. lint (ruff) and types (mypy on mtlib/)  2. unit tests of mtlib (+ coverage of the core modules)
 #   3. strict nbval on every chapter  4. a clean, warning-free book build (-W -n)
 # It runs with the network cut (unshare -n, loopback only, which nbval's kernels need) when
 # the machine allows it, which proves that nothing downloads anything. Run from anywhere.
@@ -29,9 +29,10 @@ stage() {  # stage NAME COMMAND...: run it, time it, stop at the first failure
 
 total_start=$EPOCHREALTIME
 stage lint ruff check mtlib tests chapters
+stage types mypy
 stage unit python -m pytest tests -q -p no:cacheprovider --cov=mtlib --cov-report=term
 stage coverage python -m coverage report --fail-under=90 \
-    --include='*/mtlib/attention.py,*/mtlib/masks.py,*/mtlib/positional.py,*/mtlib/blocks.py,*/mtlib/transformer.py'
+    --include='*/mtlib/attention.py,*/mtlib/masks.py,*/mtlib/positional.py,*/mtlib/blocks.py,*/mtlib/transformer.py,*/mtlib/loading.py,*/mtlib/_checks.py'
 stage nbval python -m pytest chapters -q -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 rm -rf _build
 stage book jupyter-book build . -W -n --keep-going

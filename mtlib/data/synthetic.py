@@ -24,16 +24,18 @@ class SequenceBatch:
         src: (n, T) source tokens, right-padded with PAD.
         lengths: (n,) number of real tokens in each source.
         tgt: (n, T + 2) target tokens ``BOS y EOS``, right-padded with PAD.
+        num_symbols: number of distinct symbols of the task.
     """
 
     src: torch.Tensor
     lengths: torch.Tensor
     tgt: torch.Tensor
+    num_symbols: int
 
     @property
     def vocab_size(self) -> int:
-        """Smallest vocabulary that holds every token of the batch."""
-        return int(max(self.src.max(), self.tgt.max())) + 1
+        """The task's vocabulary: PAD, BOS, EOS and every symbol, seen in this batch or not."""
+        return _FIRST_SYMBOL + self.num_symbols
 
 
 def sequence_task(
@@ -92,7 +94,7 @@ def sequence_task(
     tgt[:, 0] = BOS
     tgt[:, 1 : T + 1] = out
     tgt[torch.arange(n), lengths + 1] = EOS
-    return SequenceBatch(src=src, lengths=lengths, tgt=tgt)
+    return SequenceBatch(src=src, lengths=lengths, tgt=tgt, num_symbols=num_symbols)
 
 
 def decode_symbols(tokens: torch.Tensor) -> str:

@@ -1,130 +1,14 @@
-"""Self-check functions for the exercises.
-
-Each checker takes *your* function, runs it on several small cases and compares the result
-with a reference. When a case fails it raises ``CheckFailed`` (an ``AssertionError``) with a diagnostic that says
-which case failed and how (wrong type, wrong shape, NaN, wrong values and where), plus a hint;
-it never prints the solution. When every case passes it prints one line saying so.
-
-Example:
-    >>> from mtlib import exercises
-    >>> def my_softmax(x, temperature=1.0):
-    ...     ...  # your code
-    >>> exercises.check_softmax(my_softmax)
-    check_softmax: all 5 cases passed.
-"""
+"""Chapter 1, why attention: softmax, soft dictionary lookup, kernel regression."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
 
 import torch
 
-__all__ = ["CheckFailed", "check_laplace_regression", "check_soft_lookup", "check_softmax"]
+from mtlib.exercises._core import _Case, _check
 
-
-class CheckFailed(AssertionError):
-    """A self-check found a mistake. In Jupyter it shows only its message, not the checker's code."""
-
-    def _render_traceback_(self) -> list[str]:  # IPython calls this instead of printing a traceback
-        return [f"{type(self).__name__}: {self}"]
-
-
-@dataclass
-class _Case:
-    """One input to a learner's function, with a short description and a hint on failure."""
-
-    description: str
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    hint: str = ""
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
-    return f"{type(value).__name__} {value!r}"[:80]
-
-
-def _fail(checker: str, where: str, what: str, hint: str = "") -> CheckFailed:
-    message = f"{checker} failed on {where}: {what}"
-    if hint:
-        message += f"\nHint: {hint}"
-    return CheckFailed(message)
-
-
-def _compare(
-    checker: str, where: str, got: Any, expected: torch.Tensor, hint: str, atol: float
-) -> None:
-    if not isinstance(got, torch.Tensor):
-        raise _fail(
-            checker,
-            where,
-            f"expected a torch.Tensor, got {_describe(got)}",
-            "return a tensor, not a list or array",
-        )
-    if tuple(got.shape) != tuple(expected.shape):
-        raise _fail(
-            checker,
-            where,
-            f"expected output shape {tuple(expected.shape)}, got {tuple(got.shape)}",
-            "check which dimension you reduce over",
-        )
-    if not got.is_floating_point():
-        raise _fail(checker, where, f"expected a floating-point tensor, got dtype {got.dtype}")
-    got = got.detach().to(expected.dtype)
-    if not torch.isfinite(got).all():
-        bad = (~torch.isfinite(got)).nonzero()[0].tolist()
-        raise _fail(
-            checker, where, f"output contains NaN or inf (first at index {tuple(bad)})", hint
-        )
-    error = (got - expected).abs()
-    if error.max() > atol:
-        worst = tuple(torch.nonzero(error == error.max())[0].tolist())
-        raise _fail(
-            checker,
-            where,
-            f"values differ from the reference: largest error {error.max().item():.3g} at index {worst} "
-            f"(tolerance {atol:g})",
-            hint,
-        )
-
-
-def _check(
-    checker: str,
-    fn: Callable[..., Any],
-    cases: Sequence[_Case],
-    reference: Callable[..., torch.Tensor],
-    atol: float = 1e-5,
-) -> None:
-    """Run ``fn`` on every case and compare with ``reference``; raise on the first failure."""
-    if not callable(fn):
-        raise TypeError(f"{checker} takes your function, got {_describe(fn)}")
-    for number, case in enumerate(cases, start=1):
-        where = f"case {number} of {len(cases)} ({case.description})"
-        args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args)
-        try:
-            got = fn(*args, **case.kwargs)
-        except Exception as error:  # the learner's bug, reported in words rather than a traceback
-            raise _fail(
-                checker, where, f"your function raised {type(error).__name__}: {error}"
-            ) from None
-        for before, after in zip(case.args, args, strict=True):
-            if isinstance(before, torch.Tensor) and not torch.equal(before, after):
-                raise _fail(
-                    checker,
-                    where,
-                    "your function changed its input tensor in place",
-                    "compute into a new tensor",
-                )
-        _compare(checker, where, got, reference(*case.args, **case.kwargs), case.hint, atol)
-    print(f"{checker}: all {len(cases)} cases passed.")
-
-
-# ---------------------------------------------------------------------------------------------
-# Chapter 1: why attention
-# ---------------------------------------------------------------------------------------------
+__all__ = ["check_laplace_regression", "check_soft_lookup", "check_softmax"]
 
 
 def _softmax_reference(x: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
