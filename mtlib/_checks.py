@@ -49,8 +49,13 @@ def float_tensor(x: object, name: str, expected: str, dims: Sequence[int | None]
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a Tensor of shape {expected}, got {type(x).__name__}")
     if not x.dtype.is_floating_point:
-        raise TypeError(f"{name} must be a floating-point Tensor of shape {expected}, got dtype {x.dtype}")
-    if dims and (x.dim() != len(dims) or any(d is not None and s != d for s, d in zip(x.shape, dims, strict=True))):
+        raise TypeError(
+            f"{name} must be a floating-point Tensor of shape {expected}, got dtype {x.dtype}"
+        )
+    if dims and (
+        x.dim() != len(dims)
+        or any(d is not None and s != d for s, d in zip(x.shape, dims, strict=True))
+    ):
         raise ValueError(f"{name} must have shape {expected}, got {tuple(x.shape)}")
     return x
 
@@ -58,13 +63,17 @@ def float_tensor(x: object, name: str, expected: str, dims: Sequence[int | None]
 def token_ids(x: object, name: str, vocab: int | None = None) -> Tensor:
     """Check that ``x`` is an integer tensor of shape (batch, seq_len >= 1) with ids < ``vocab``."""
     if not isinstance(x, Tensor):
-        raise TypeError(f"{name} must be a Tensor of token ids, shape (batch, seq_len), got {type(x).__name__}")
+        raise TypeError(
+            f"{name} must be a Tensor of token ids, shape (batch, seq_len), got {type(x).__name__}"
+        )
     if x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
         raise TypeError(f"{name} must hold integer token ids (torch.long), got dtype {x.dtype}")
     if x.dim() != 2 or x.shape[1] == 0:
         raise ValueError(f"{name} must have shape (batch, seq_len >= 1), got {tuple(x.shape)}")
     if vocab is not None and (x.min() < 0 or x.max() >= vocab):
-        raise ValueError(f"{name} ids must lie in [0, {vocab}), got range [{int(x.min())}, {int(x.max())}]")
+        raise ValueError(
+            f"{name} ids must lie in [0, {vocab}), got range [{int(x.min())}, {int(x.max())}]"
+        )
     return x
 
 
@@ -85,7 +94,9 @@ def same(tensors: dict[str, Tensor], attr: str) -> None:
     compatible(list(tensors.items()), dtype=attr == "dtype", device=attr == "device")
 
 
-def compatible(tensors: Sequence[tuple[str, Tensor]], *, dtype: bool = True, device: bool = True) -> None:
+def compatible(
+    tensors: Sequence[tuple[str, Tensor]], *, dtype: bool = True, device: bool = True
+) -> None:
     """Check that named tensors share one dtype (unless under autocast) and one device.
 
     Args:

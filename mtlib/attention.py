@@ -48,7 +48,9 @@ NEG_INF = float("-inf")
 # --------------------------------------------------------------------------------------------
 
 
-def masked_softmax(scores: Tensor, *, mask: Tensor | None = None, bias: Tensor | None = None) -> Tensor:
+def masked_softmax(
+    scores: Tensor, *, mask: Tensor | None = None, bias: Tensor | None = None
+) -> Tensor:
     """Softmax over the last dimension that gives masked keys exactly zero weight.
 
     Masked scores are set to ``-inf`` (never a large negative number such as -1e9, which still
@@ -139,7 +141,13 @@ def scaled_dot_product_attention(
 
 
 def _fused_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None, dropout_p: float, is_causal: bool
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    bias: Tensor | None,
+    dropout_p: float,
+    is_causal: bool,
 ) -> Tensor:
     """The same as :func:`scaled_dot_product_attention`, through PyTorch's fused kernel.
 
@@ -170,7 +178,9 @@ def _fused_attention(
             attn_mask = attn_mask.masked_fill(~mask, NEG_INF)  # (..., Tq, Tk)
         empty = (attn_mask == NEG_INF).all(dim=-1, keepdim=True)  # (..., Tq, 1)
         attn_mask = attn_mask.masked_fill(empty, 0.0)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)  # (B, H, Tq, Dh)
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=attn_mask, dropout_p=dropout_p
+    )  # (B, H, Tq, Dh)
     return out.masked_fill(empty, 0.0)  # (B, H, Tq, Dh)
 
 
@@ -362,7 +372,9 @@ class MultiHeadAttention(nn.Module):
         x = x.transpose(1, 2)  # (B, T, H, Dh)
         return x.reshape(batch, length, self.d_model)  # (B, T, d_model)
 
-    def _keys_values(self, key: Tensor, value: Tensor, cache: KVCache | None, past: int) -> tuple[Tensor, Tensor]:
+    def _keys_values(
+        self, key: Tensor, value: Tensor, cache: KVCache | None, past: int
+    ) -> tuple[Tensor, Tensor]:
         """Project keys and values (rotated if RoPE), going through the cache when there is one."""
         if cache is not None and cache.static and cache.k is not None and cache.v is not None:
             return cache.k, cache.v  # encoder memory projected on an earlier step
@@ -373,17 +385,28 @@ class MultiHeadAttention(nn.Module):
         return (k, v) if cache is None else cache.update(k, v)  # (B, H, T_cached + Tk, Dh)
 
     def _attend(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None, is_causal: bool, need_weights: bool
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Tensor | None,
+        bias: Tensor | None,
+        is_causal: bool,
+        need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
         """Run the fused or the explicit attention; returns ``(B, H, Tq, Dh)`` and the weights."""
         dropout_p = self.dropout if self.training else 0.0
         q_len, k_len = q.shape[-2], k.shape[-2]
-        if is_causal and not (self.fused and not need_weights and mask is None and bias is None and q_len == k_len):
+        if is_causal and not (
+            self.fused and not need_weights and mask is None and bias is None and q_len == k_len
+        ):
             mask = _masks.combine(mask, _masks.causal_mask(q_len, k_len, device=q.device))
             is_causal = False  # the kernel cannot combine it with a mask itself
         if self.fused and not need_weights:
             return _fused_attention(q, k, v, mask, bias, dropout_p, is_causal), None
-        out, weights = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias, dropout_p=dropout_p, return_weights=True)
+        out, weights = scaled_dot_product_attention(
+            q, k, v, mask=mask, bias=bias, dropout_p=dropout_p, return_weights=True
+        )
         return out, (weights if need_weights else None)
 
     @classmethod
@@ -404,7 +427,9 @@ class MultiHeadAttention(nn.Module):
         if not isinstance(m, nn.MultiheadAttention):
             raise TypeError(f"m must be an nn.MultiheadAttention, got {type(m).__name__}")
         if m.bias_k is not None or m.add_zero_attn:
-            raise ValueError("m must not use add_bias_kv or add_zero_attn: MultiHeadAttention has no equivalent")
+            raise ValueError(
+                "m must not use add_bias_kv or add_zero_attn: MultiHeadAttention has no equivalent"
+            )
         bias = m.in_proj_bias is not None
         ours = cls(m.embed_dim, m.num_heads, kdim=m.kdim, vdim=m.vdim, dropout=m.dropout, bias=bias)
         ours = ours.to(m.out_proj.weight)  # same device and dtype
@@ -446,7 +471,9 @@ class AdditiveAttention(nn.Module):
         self.score_proj = nn.Linear(hidden_dim, 1, bias=False)  # v: one score per pair
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, *, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, query: Tensor, key: Tensor, value: Tensor, *, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Attend from each query to the keys, and average the values with those weights.
 
         Args:
@@ -479,12 +506,17 @@ def _check_bias(bias: object, q_len: int, k_len: int, batch_shape: tuple[int | N
     expected = f"(..., q_len={q_len}, k_len={k_len})"
     if not isinstance(bias, Tensor) or not bias.dtype.is_floating_point:
         got = f"dtype {bias.dtype}" if isinstance(bias, Tensor) else type(bias).__name__
-        raise TypeError(f"bias must be a float Tensor broadcastable to {expected} (a bool mask goes in mask=), got {got}")
+        raise TypeError(
+            f"bias must be a float Tensor broadcastable to {expected} (a bool mask goes in mask=), got {got}"
+        )
     target = (*batch_shape, q_len, k_len)
     if not 2 <= bias.dim() <= len(target) or any(
-        b != 1 and t is not None and b != t for b, t in zip(reversed(bias.shape), reversed(target), strict=False)
+        b != 1 and t is not None and b != t
+        for b, t in zip(reversed(bias.shape), reversed(target), strict=False)
     ):
-        raise ValueError(f"bias must be broadcastable to {expected} without growing it, got {tuple(bias.shape)}")
+        raise ValueError(
+            f"bias must be broadcastable to {expected} without growing it, got {tuple(bias.shape)}"
+        )
 
 
 def _check_sdpa_inputs(
@@ -494,11 +526,17 @@ def _check_sdpa_inputs(
     k = _checks.float_tensor(k, "k", "(..., k_len, d_k)")
     v = _checks.float_tensor(v, "v", "(..., k_len, d_v)")
     if q.dim() < 2 or k.dim() != q.dim() or v.dim() != q.dim():
-        raise ValueError(f"q, k and v must have the same rank >= 2, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        raise ValueError(
+            f"q, k and v must have the same rank >= 2, got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
     if k.shape[-1] != q.shape[-1]:
-        raise ValueError(f"k must have shape (..., k_len, d_k={q.shape[-1]}) like q, got {tuple(k.shape)}")
+        raise ValueError(
+            f"k must have shape (..., k_len, d_k={q.shape[-1]}) like q, got {tuple(k.shape)}"
+        )
     if v.shape[-2] != k.shape[-2]:
-        raise ValueError(f"v must have shape (..., k_len={k.shape[-2]}, d_v) like k, got {tuple(v.shape)}")
+        raise ValueError(
+            f"v must have shape (..., k_len={k.shape[-2]}, d_v) like k, got {tuple(v.shape)}"
+        )
     try:
         batch_shape = tuple(torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]))
     except RuntimeError:
@@ -511,8 +549,14 @@ def _check_sdpa_inputs(
     _masks.check_mask(mask, q.shape[-2], k.shape[-2], "mask", batch_shape=batch_shape)
     _check_bias(bias, q.shape[-2], k.shape[-2], batch_shape)
     _checks.probability(dropout_p, "dropout_p")
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < float("inf")):
-        raise ValueError(f"scale must be a positive finite number or None (1/sqrt(d_k)), got {scale!r}")
+    if scale is not None and (
+        isinstance(scale, bool)
+        or not isinstance(scale, (int, float))
+        or not 0 < scale < float("inf")
+    ):
+        raise ValueError(
+            f"scale must be a positive finite number or None (1/sqrt(d_k)), got {scale!r}"
+        )
 
 
 def _check_mha_config(
@@ -526,32 +570,69 @@ def _check_mha_config(
         if dim is not None:
             _checks.positive_int(dim, name)
     _checks.probability(dropout, "dropout")
-    if rotary is not None and (not isinstance(rotary, RotaryEmbedding) or rotary.head_dim != d_model // num_heads):
-        got = f"head_dim={rotary.head_dim}" if isinstance(rotary, RotaryEmbedding) else type(rotary).__name__
-        raise ValueError(f"rotary must be a RotaryEmbedding(head_dim={d_model // num_heads}) or None, got {got}")
+    if rotary is not None and (
+        not isinstance(rotary, RotaryEmbedding) or rotary.head_dim != d_model // num_heads
+    ):
+        got = (
+            f"head_dim={rotary.head_dim}"
+            if isinstance(rotary, RotaryEmbedding)
+            else type(rotary).__name__
+        )
+        raise ValueError(
+            f"rotary must be a RotaryEmbedding(head_dim={d_model // num_heads}) or None, got {got}"
+        )
 
 
 def _check_mha_inputs(
-    mha: MultiHeadAttention, query: object, key: object, value: object, mask: object, bias: object, cache: object, is_causal: bool
+    mha: MultiHeadAttention,
+    query: object,
+    key: object,
+    value: object,
+    mask: object,
+    bias: object,
+    cache: object,
+    is_causal: bool,
 ) -> None:
     if key is None and value is not None:
-        raise ValueError("value was given without key: pass key too (key=None means self-attention)")
-    query = _checks.float_tensor(query, "query", f"(batch, q_len, d_model={mha.d_model})", (None, None, mha.d_model))
+        raise ValueError(
+            "value was given without key: pass key too (key=None means self-attention)"
+        )
+    query = _checks.float_tensor(
+        query, "query", f"(batch, q_len, d_model={mha.d_model})", (None, None, mha.d_model)
+    )
     batch, q_len, k_len = query.shape[0], query.shape[1], query.shape[1]
     tensors = [("query", query)]
+    if key is None and not mha.kdim == mha.vdim == mha.d_model:
+        raise ValueError(
+            f"key must have shape (batch={batch}, k_len, kdim={mha.kdim}) and value vdim={mha.vdim}: "
+            f"self-attention (key=None) needs kdim == vdim == d_model={mha.d_model}"
+        )
     if key is not None:
-        key = _checks.float_tensor(key, "key", f"(batch={batch}, k_len, kdim={mha.kdim})", (batch, None, mha.kdim))
+        key = _checks.float_tensor(
+            key, "key", f"(batch={batch}, k_len, kdim={mha.kdim})", (batch, None, mha.kdim)
+        )
         k_len = key.shape[1]
         value = key if value is None else value
         expected = f"(batch={batch}, k_len={k_len}, vdim={mha.vdim}) like key"
-        tensors += [("key", key), ("value", _checks.float_tensor(value, "value", expected, (batch, k_len, mha.vdim)))]
+        tensors += [
+            ("key", key),
+            ("value", _checks.float_tensor(value, "value", expected, (batch, k_len, mha.vdim))),
+        ]
     tensors.append(("parameters", mha.q_proj.weight))
     _checks.compatible(tensors)
     if mask is not None or bias is not None:
-        _checks.compatible([("query", query), *((n, t) for n, t in (("mask", mask), ("bias", bias)) if isinstance(t, Tensor))], dtype=False)
+        _checks.compatible(
+            [
+                ("query", query),
+                *((n, t) for n, t in (("mask", mask), ("bias", bias)) if isinstance(t, Tensor)),
+            ],
+            dtype=False,
+        )
     k_len = _check_cache(mha, cache, batch, k_len)
     if is_causal and k_len < q_len:
-        raise ValueError(f"is_causal needs at least as many keys as queries (q_len={q_len}), got k_len={k_len}")
+        raise ValueError(
+            f"is_causal needs at least as many keys as queries (q_len={q_len}), got k_len={k_len}"
+        )
     for name, t in (("mask", mask), ("bias", bias)):
         if isinstance(t, Tensor) and t.dim() == 3 and t.shape[0] != 1:
             raise ValueError(
@@ -569,25 +650,41 @@ def _check_cache(mha: MultiHeadAttention, cache: object, batch: int, k_len: int)
     if not isinstance(cache, KVCache):
         raise TypeError(f"cache must be a KVCache or None, got {type(cache).__name__}")
     if cache.static and mha.rotary is not None:
-        raise ValueError("rotary positions apply to self-attention: a static (cross-attention) cache cannot use them")
-    if cache.k is None or cache.v is None:
+        raise ValueError(
+            "rotary positions apply to self-attention: a static (cross-attention) cache cannot use them"
+        )
+    if cache.k is None and cache.v is None:
         return k_len
     expected = f"(batch={batch}, num_heads={mha.num_heads}, T_cached, head_dim={mha.head_dim})"
     for name, x in (("cache.k", cache.k), ("cache.v", cache.v)):
         _checks.float_tensor(x, name, expected, (batch, mha.num_heads, None, mha.head_dim))
+    assert cache.k is not None and cache.v is not None  # for mypy: checked just above
     if cache.v.shape != cache.k.shape:
-        raise ValueError(f"cache.v must have the same shape as cache.k {tuple(cache.k.shape)}, got {tuple(cache.v.shape)}")
+        raise ValueError(
+            f"cache.v must have the same shape as cache.k {tuple(cache.k.shape)}, got {tuple(cache.v.shape)}"
+        )
     weight = mha.q_proj.weight
     for attr in ("dtype", "device"):
         _checks.same({"cache.k": cache.k, "cache.v": cache.v, "parameters": weight}, attr)
     return cache.length if cache.static else cache.length + k_len
 
 
-def _check_additive_inputs(att: AdditiveAttention, query: object, key: object, value: object, mask: object) -> None:
-    query = _checks.float_tensor(query, "query", f"(batch, q_len, qdim={att.qdim})", (None, None, att.qdim))
+def _check_additive_inputs(
+    att: AdditiveAttention, query: object, key: object, value: object, mask: object
+) -> None:
+    query = _checks.float_tensor(
+        query, "query", f"(batch, q_len, qdim={att.qdim})", (None, None, att.qdim)
+    )
     batch = query.shape[0]
-    key = _checks.float_tensor(key, "key", f"(batch={batch}, k_len, kdim={att.kdim})", (batch, None, att.kdim))
-    value = _checks.float_tensor(value, "value", f"(batch={batch}, k_len={key.shape[1]}, vdim) like key", (batch, key.shape[1], None))
+    key = _checks.float_tensor(
+        key, "key", f"(batch={batch}, k_len, kdim={att.kdim})", (batch, None, att.kdim)
+    )
+    value = _checks.float_tensor(
+        value,
+        "value",
+        f"(batch={batch}, k_len={key.shape[1]}, vdim) like key",
+        (batch, key.shape[1], None),
+    )
     tensors = {"query": query, "key": key, "value": value, "parameters": att.q_proj.weight}
     _checks.same(tensors, "dtype")
     _checks.same({**tensors, **({"mask": mask} if isinstance(mask, Tensor) else {})}, "device")

@@ -20,7 +20,9 @@ Submodule names follow PyTorch's ``nn.TransformerEncoderLayer`` / ``nn.Transform
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -74,10 +76,14 @@ class BlockConfig:
         for name in ("d_model", "num_heads", "d_ff"):
             _checks.positive_int(getattr(self, name), name)
         if self.d_model % self.num_heads != 0:
-            raise ValueError(f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}")
+            raise ValueError(
+                f"d_model={self.d_model} must be divisible by num_heads={self.num_heads}"
+            )
         _checks.probability(self.dropout, "dropout")
         if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+            raise ValueError(
+                f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
+            )
         if not self.layer_norm_eps > 0:
             raise ValueError(f"layer_norm_eps must be > 0, got {self.layer_norm_eps}")
 
@@ -87,7 +93,9 @@ def _layer_norm(config: BlockConfig) -> nn.LayerNorm:
 
 
 def _check_input(x: object, d_model: int, name: str) -> Tensor:
-    return _checks.float_tensor(x, name, f"(batch, seq_len, d_model={d_model})", (None, None, d_model))
+    return _checks.float_tensor(
+        x, name, f"(batch, seq_len, d_model={d_model})", (None, None, d_model)
+    )
 
 
 class FeedForward(nn.Module):
@@ -149,7 +157,48 @@ class FeedForward(nn.Module):
         return self.linear2(self.dropout(hidden))
 
 
-class EncoderBlock(nn.Module):
+_B = TypeVar("_B", bound="_Block")
+
+
+class _Block(nn.Module):
+    """What the encoder and decoder blocks share: the residual rule and loading PyTorch's layer."""
+
+    norm_first: bool
+    torch_layer: type[nn.Module]  # the PyTorch layer this block can be loaded from
+
+    def _residual(
+        self, x: Tensor, sublayer: Callable[[Tensor], Tensor], norm: nn.Module, dropout: nn.Module
+    ) -> Tensor:
+        """One sub-layer with its residual connection and LayerNorm: the ``norm_first`` switch."""
+        if self.norm_first:  # Pre-LN
+            return x + dropout(sublayer(norm(x)))
+        return norm(x + dropout(sublayer(x)))  # Post-LN
+
+    @classmethod
+    def from_torch(cls: type[_B], layer: nn.Module) -> _B:
+        """Build the block with the weights and settings of the matching PyTorch layer.
+
+        Args:
+            layer: an ``nn.TransformerEncoderLayer`` (for :class:`EncoderBlock`) or
+                ``nn.TransformerDecoderLayer`` (for :class:`DecoderBlock`), built with
+                ``batch_first=True`` and a ``"relu"`` or ``"gelu"`` activation.
+
+        Returns:
+            A block on the layer's device and dtype computing the same function.
+        """
+        if not isinstance(layer, cls.torch_layer):
+            raise TypeError(
+                f"layer must be an nn.{cls.torch_layer.__name__}, got {type(layer).__name__}"
+            )
+        assert isinstance(
+            layer, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)
+        )  # for mypy
+        block = cls(torch_layer_config(layer)).to(next(layer.parameters()))
+        load_torch_layers(block, layer)
+        return block
+
+
+class EncoderBlock(_Block):
     """One encoder layer: self-attention, then feed-forward, each with residual + LayerNorm.
 
     Post-LN (``norm_first=False``, the paper)::
@@ -166,57 +215,30 @@ class EncoderBlock(nn.Module):
         config: a :class:`BlockConfig` (or a :class:`~mtlib.transformer.TransformerConfig`).
     """
 
+    torch_layer = nn.TransformerEncoderLayer
+
     def __init__(self, config: BlockConfig) -> None:
         super().__init__()
         c = config
-        self.d_model = c.d_model
-        self.norm_first = c.norm_first
+        self.d_model, self.norm_first = c.d_model, c.norm_first
         self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.dropout, bias=c.bias)
-        self.ff = FeedForward(c.d_model, c.d_ff, dropout=c.dropout, activation=c.activation, bias=c.bias)
+        self.ff = FeedForward(
+            c.d_model, c.d_ff, dropout=c.dropout, activation=c.activation, bias=c.bias
+        )
         self.norm1, self.norm2 = _layer_norm(c), _layer_norm(c)
         self.dropout1, self.dropout2 = nn.Dropout(c.dropout), nn.Dropout(c.dropout)
 
     def forward(self, x: Tensor, *, mask: Tensor | None = None) -> Tensor:
-        """Run the block.
+        """Run the block on ``x`` (B, T, d_model) -> (B, T, d_model).
 
         Args:
             x: input of shape (B, T, d_model).
             mask: bool mask (True = may attend) broadcastable to (B, H, T, T); e.g. a padding
                 mask (B, 1, 1, T).
-
-        Returns:
-            Tensor of shape (B, T, d_model).
         """
         _check_input(x, self.d_model, "x")
-        if self.norm_first:  # Pre-LN
-            x = x + self._attention(self.norm1(x), mask)
-            x = x + self.dropout2(self.ff(self.norm2(x)))
-        else:  # Post-LN
-            x = self.norm1(x + self._attention(x, mask))
-            x = self.norm2(x + self.dropout2(self.ff(x)))
-        return x
-
-    def _attention(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        """Self-attention sub-layer, before the residual: (B, T, d) -> (B, T, d)."""
-        out, _ = self.self_attn(x, mask=mask)
-        return self.dropout1(out)
-
-    @classmethod
-    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> EncoderBlock:
-        """Build an :class:`EncoderBlock` with the weights and settings of a PyTorch layer.
-
-        Args:
-            layer: an ``nn.TransformerEncoderLayer`` built with ``batch_first=True`` and a
-                ``"relu"`` or ``"gelu"`` activation.
-
-        Returns:
-            A block on the layer's device and dtype computing the same function.
-        """
-        if not isinstance(layer, nn.TransformerEncoderLayer):
-            raise TypeError(f"layer must be an nn.TransformerEncoderLayer, got {type(layer).__name__}")
-        block = cls(torch_layer_config(layer)).to(layer.linear1.weight)
-        load_torch_layers(block, layer)
-        return block
+        x = self._residual(x, lambda h: self.self_attn(h, mask=mask)[0], self.norm1, self.dropout1)
+        return self._residual(x, self.ff, self.norm2, self.dropout2)
 
 
 @dataclass
@@ -244,18 +266,14 @@ class DecoderCache:
         self.cross_attn.reset()
 
     def reorder(self, index: Tensor) -> None:
-        """Keep the batch rows ``index`` (beam search: follow each beam's parent).
-
-        Args:
-            index: long tensor of shape (B',) of rows to keep, in order.
-        """
+        """Keep the batch rows ``index`` (long, (B',)): beam search follows each beam's parent."""
         for cache in (self.self_attn, self.cross_attn):
             if cache.k is not None and cache.v is not None:
                 cache.k = cache.k.index_select(0, index)  # (B', H, T, Dh)
                 cache.v = cache.v.index_select(0, index)  # (B', H, T, Dh)
 
 
-class DecoderBlock(nn.Module):
+class DecoderBlock(_Block):
     """One decoder layer: masked self-attention, cross-attention to the encoder, feed-forward.
 
     Post-LN (``norm_first=False``)::
@@ -274,14 +292,17 @@ class DecoderBlock(nn.Module):
         config: a :class:`BlockConfig` (or a :class:`~mtlib.transformer.TransformerConfig`).
     """
 
+    torch_layer = nn.TransformerDecoderLayer
+
     def __init__(self, config: BlockConfig) -> None:
         super().__init__()
         c = config
-        self.d_model = c.d_model
-        self.norm_first = c.norm_first
+        self.d_model, self.norm_first = c.d_model, c.norm_first
         self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.dropout, bias=c.bias)
         self.cross_attn = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.dropout, bias=c.bias)
-        self.ff = FeedForward(c.d_model, c.d_ff, dropout=c.dropout, activation=c.activation, bias=c.bias)
+        self.ff = FeedForward(
+            c.d_model, c.d_ff, dropout=c.dropout, activation=c.activation, bias=c.bias
+        )
         self.norm1, self.norm2, self.norm3 = _layer_norm(c), _layer_norm(c), _layer_norm(c)
         self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(c.dropout) for _ in range(3))
 
@@ -294,7 +315,7 @@ class DecoderBlock(nn.Module):
         memory_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
     ) -> Tensor:
-        """Run the block.
+        """Run the block on ``x`` (B, T, d_model) -> (B, T, d_model).
 
         Args:
             x: target representations of shape (B, T, d_model); with a cache, only the new
@@ -306,50 +327,21 @@ class DecoderBlock(nn.Module):
             memory_mask: bool mask for cross-attention, broadcastable to (B, H, T, S); usually
                 the source padding mask (B, 1, 1, S).
             cache: a :class:`DecoderCache`, updated in place.
-
-        Returns:
-            Tensor of shape (B, T, d_model).
         """
         _check_input(x, self.d_model, "x")
-        _checks.float_tensor(memory, "memory", f"(batch={x.shape[0]}, src_len, d_model={self.d_model}) like x",
-                             (x.shape[0], None, self.d_model))  # fmt: skip
-        self_cache, cross_cache = (None, None) if cache is None else (cache.self_attn, cache.cross_attn)
-        if self.norm_first:  # Pre-LN
-            x = x + self._self_attention(self.norm1(x), self_mask, self_cache)
-            x = x + self._cross_attention(self.norm2(x), memory, memory_mask, cross_cache)
-            x = x + self.dropout3(self.ff(self.norm3(x)))
-        else:  # Post-LN
-            x = self.norm1(x + self._self_attention(x, self_mask, self_cache))
-            x = self.norm2(x + self._cross_attention(x, memory, memory_mask, cross_cache))
-            x = self.norm3(x + self.dropout3(self.ff(x)))
-        return x
+        expected = f"(batch={x.shape[0]}, src_len, d_model={self.d_model}) like x"
+        _checks.float_tensor(memory, "memory", expected, (x.shape[0], None, self.d_model))
+        own, cross = (None, None) if cache is None else (cache.self_attn, cache.cross_attn)
 
-    def _self_attention(self, x: Tensor, mask: Tensor | None, cache: KVCache | None) -> Tensor:
-        """Masked self-attention sub-layer, before the residual: (B, T, d) -> (B, T, d)."""
-        out, _ = self.self_attn(x, mask=mask, cache=cache)
-        return self.dropout1(out)
+        def self_attention(h: Tensor) -> Tensor:
+            return self.self_attn(h, mask=self_mask, cache=own)[0]
 
-    def _cross_attention(self, x: Tensor, memory: Tensor, mask: Tensor | None, cache: KVCache | None) -> Tensor:
-        """Cross-attention sub-layer, before the residual: (B, T, d) -> (B, T, d)."""
-        out, _ = self.cross_attn(x, memory, memory, mask=mask, cache=cache)
-        return self.dropout2(out)
+        def cross_attention(h: Tensor) -> Tensor:
+            return self.cross_attn(h, memory, memory, mask=memory_mask, cache=cross)[0]
 
-    @classmethod
-    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> DecoderBlock:
-        """Build a :class:`DecoderBlock` with the weights and settings of a PyTorch layer.
-
-        Args:
-            layer: an ``nn.TransformerDecoderLayer`` built with ``batch_first=True`` and a
-                ``"relu"`` or ``"gelu"`` activation.
-
-        Returns:
-            A block on the layer's device and dtype computing the same function.
-        """
-        if not isinstance(layer, nn.TransformerDecoderLayer):
-            raise TypeError(f"layer must be an nn.TransformerDecoderLayer, got {type(layer).__name__}")
-        block = cls(torch_layer_config(layer)).to(layer.linear1.weight)
-        load_torch_layers(block, layer)
-        return block
+        x = self._residual(x, self_attention, self.norm1, self.dropout1)
+        x = self._residual(x, cross_attention, self.norm2, self.dropout2)
+        return self._residual(x, self.ff, self.norm3, self.dropout3)
 
 
 # --------------------------------------------------------------------------------------------
@@ -377,7 +369,9 @@ def _torch_activation(layer: nn.Module) -> str:
     raise ValueError(f"layer.activation must be relu or gelu to be loaded, got {act!r}")
 
 
-def torch_layer_config(layer: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer) -> BlockConfig:
+def torch_layer_config(
+    layer: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer,
+) -> BlockConfig:
     """The :class:`BlockConfig` of a PyTorch Transformer layer.
 
     Args:

@@ -83,7 +83,9 @@ def load_weights(
         name = _rename(their_name, renames)
         value = value.t() if their_name in transpose else value
         if name not in ours:
-            raise ValueError(f"{their_name} (ours: {name}) has no counterpart in {type(module).__name__}")
+            raise ValueError(
+                f"{their_name} (ours: {name}) has no counterpart in {type(module).__name__}"
+            )
         if ours[name].shape != value.shape:
             raise ValueError(
                 f"shape mismatch copying {their_name} into {name}: theirs {tuple(value.shape)}, ours {tuple(ours[name].shape)}"
@@ -91,5 +93,7 @@ def load_weights(
         state[name] = value
     missing = sorted(set(ours) - set(state))
     if missing:
-        raise ValueError(f"weight table incomplete: {type(module).__name__} parameters not written: {missing}")
+        raise ValueError(
+            f"weight table incomplete: {type(module).__name__} parameters not written: {missing}"
+        )
     module.load_state_dict(state, strict=True)

@@ -18,8 +18,8 @@ functions; :func:`to_additive` turns a boolean mask into the equivalent bias whe
 the sign flips.
 
 **Rows with nothing to attend to** (a padded query under a padding-and-causal mask) produce
-zero weights in mtlib's attention, never NaN. A mask that leaves some query with nothing to
-attend to in *every* sequence of the batch (``~causal_mask(T)``, an all-False mask) is almost
+zero weights in mtlib's attention, never NaN. A 2-D mask (the same for every sequence) that
+leaves some query with nothing to attend to (``~causal_mask(T)``, an all-False mask) is almost
 always a sign error, and :func:`check_mask` refuses it.
 """
 
@@ -42,7 +42,9 @@ __all__ = [
 ]
 
 
-def causal_mask(q_len: int, k_len: int | None = None, *, device: torch.device | str | None = None) -> Tensor:
+def causal_mask(
+    q_len: int, k_len: int | None = None, *, device: torch.device | str | None = None
+) -> Tensor:
     """Mask that lets each query attend only to keys at or before its own position.
 
     When ``k_len > q_len`` the queries are the *last* ``q_len`` positions of a sequence of
@@ -65,7 +67,9 @@ def causal_mask(q_len: int, k_len: int | None = None, *, device: torch.device | 
     q_len = _checks.positive_int(q_len, "q_len")
     k_len = q_len if k_len is None else _checks.positive_int(k_len, "k_len")
     if k_len < q_len:
-        raise ValueError(f"k_len must be >= q_len={q_len} (queries are the last positions), got {k_len}")
+        raise ValueError(
+            f"k_len must be >= q_len={q_len} (queries are the last positions), got {k_len}"
+        )
     ones = torch.ones(q_len, k_len, dtype=torch.bool, device=device)  # (Tq, Tk)
     return ones.tril(diagonal=k_len - q_len)  # (Tq, Tk)
 
@@ -88,7 +92,9 @@ def padding_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
     if not isinstance(lengths, Tensor):
         raise TypeError(f"lengths must be a Tensor of shape (batch,), got {type(lengths).__name__}")
     if lengths.dim() != 1 or lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
-        raise ValueError(f"lengths must be an integer tensor of shape (batch,), got {lengths.dtype} {tuple(lengths.shape)}")
+        raise ValueError(
+            f"lengths must be an integer tensor of shape (batch,), got {lengths.dtype} {tuple(lengths.shape)}"
+        )
     if max_len is None:
         max_len = int(lengths.max()) if lengths.numel() else 0
     elif isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 0:
@@ -164,9 +170,12 @@ def from_key_padding_mask(key_padding_mask: Tensor) -> Tensor:
     Returns:
         Bool tensor of shape ``(B, 1, 1, Tk)``, True = may attend.
     """
-    if not isinstance(key_padding_mask, Tensor) or key_padding_mask.dim() != 2:
-        raise ValueError(f"key_padding_mask must be a Tensor of shape (batch, k_len), got {_checks.shape_of(key_padding_mask)}")
-    _check_bool(key_padding_mask, "key_padding_mask", "pass a float key_padding_mask as bias=kpm[:, None, None, :]")
+    fix = "A 0/1 mask converts with .bool(); a float one is an additive bias: bias=kpm[:, None, None, :]"
+    _check_bool(key_padding_mask, "key_padding_mask", fix, sign="True = ignore, PyTorch's sign")
+    if key_padding_mask.dim() != 2:
+        raise ValueError(
+            f"key_padding_mask must have shape (batch, k_len), got {tuple(key_padding_mask.shape)}"
+        )
     return ~key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk), True = may attend
 
 
@@ -181,11 +190,12 @@ def from_attn_mask(attn_mask: Tensor, num_heads: int | None = None) -> Tensor:
     Returns:
         Bool tensor (True = may attend) of shape ``(Tq, Tk)`` or ``(B, H, Tq, Tk)``.
     """
-    if not isinstance(attn_mask, Tensor) or attn_mask.dim() not in (2, 3):
+    fix = "A 0/1 mask converts with .bool(); a float one is an additive bias: pass it as bias="
+    _check_bool(attn_mask, "attn_mask", fix, sign="True = ignore, PyTorch's sign")
+    if attn_mask.dim() not in (2, 3):
         raise ValueError(
-            f"attn_mask must be a Tensor of shape (q_len, k_len) or (batch * num_heads, q_len, k_len), got {_checks.shape_of(attn_mask)}"
+            f"attn_mask must have shape (q_len, k_len) or (batch * num_heads, q_len, k_len), got {tuple(attn_mask.shape)}"
         )
-    _check_bool(attn_mask, "attn_mask", "pass a float attn_mask as bias=")
     if attn_mask.dim() == 2:
         return ~attn_mask  # (Tq, Tk)
     if num_heads is None or attn_mask.shape[0] % num_heads != 0:
@@ -196,22 +206,27 @@ def from_attn_mask(attn_mask: Tensor, num_heads: int | None = None) -> Tensor:
     return ~attn_mask.reshape(bh // num_heads, num_heads, q_len, k_len)  # (B, H, Tq, Tk)
 
 
-def _check_bool(mask: object, name: str, fix: str = "") -> None:
+def _check_bool(mask: object, name: str, fix: str = "", sign: str = "True = may attend") -> None:
     """Refuse anything but a bool tensor, saying how to convert the common mistakes."""
     if not isinstance(mask, Tensor):
-        raise TypeError(f"{name} must be a bool Tensor (True = may attend), got {type(mask).__name__}")
+        raise TypeError(f"{name} must be a bool Tensor ({sign}), got {type(mask).__name__}")
     if mask.dtype != torch.bool:
         kind = "float" if mask.dtype.is_floating_point else "integer"
-        raise TypeError(
-            f"{name} must be a bool Tensor (True = may attend), got dtype {mask.dtype}. "
+        fix = fix or (
             f"A 0/1 {kind} mask such as torch.tril(torch.ones(T, T)) converts with mask.bool(); "
-            f"PyTorch's key_padding_mask (True = ignore) with masks.from_key_padding_mask; "
-            + (fix or "an additive float bias (ALiBi, T5) goes in bias=, not mask=")
+            "PyTorch's key_padding_mask (True = ignore) with masks.from_key_padding_mask; "
+            "an additive float bias (ALiBi, T5) goes in bias=, not mask="
         )
+        raise TypeError(f"{name} must be a bool Tensor ({sign}), got dtype {mask.dtype}. {fix}")
 
 
 def check_mask(
-    mask: object, q_len: int, k_len: int, name: str = "mask", *, batch_shape: tuple[int | None, ...] = (None, None)
+    mask: object,
+    q_len: int,
+    k_len: int,
+    name: str = "mask",
+    *,
+    batch_shape: tuple[int | None, ...] = (None, None),
 ) -> None:
     """Check that ``mask`` is a bool mask that broadcasts to the scores and hides nothing by mistake.
 
@@ -220,10 +235,10 @@ def check_mask(
     but each of its dimensions must be 1 or equal to the scores' one: it may never make the
     scores bigger. Does nothing if ``mask`` is None.
 
-    A mask that is the same for every sequence (all its leading dimensions are 1) and leaves a
-    query with no key at all is refused: ``~causal_mask(T)`` (PyTorch's sign) does that to the
-    first query. Data-dependent masks (a batch dimension > 1) may have such rows, e.g. padded
-    queries under a causal mask; they get zero weights.
+    A 2-D ``(q_len, k_len)`` mask, the same for every sequence, that leaves a query with no key
+    at all is refused: ``~causal_mask(T)`` (PyTorch's sign) does that to the first query.
+    Masks with batch dimensions (built from the data) may have such rows, e.g. padded queries
+    under a causal mask; they get zero weights.
 
     Args:
         mask: The mask to check, or None.
@@ -239,18 +254,23 @@ def check_mask(
     if mask is None:
         return
     target = (*batch_shape, q_len, k_len)
-    labels = ["batch", "heads"][: len(batch_shape)] if len(batch_shape) <= 2 else [f"dim{i}" for i in range(len(batch_shape))]
+    labels = (
+        ["batch", "heads"][: len(batch_shape)]
+        if len(batch_shape) <= 2
+        else [f"dim{i}" for i in range(len(batch_shape))]
+    )
     parts = [lab if s is None else f"{lab}={s}" for lab, s in zip(labels, batch_shape, strict=True)]
     expected = "(" + ", ".join([*parts, f"q_len={q_len}", f"k_len={k_len}"]) + ")"
     _check_bool(mask, name)
     assert isinstance(mask, Tensor)  # for the type checker; _check_bool raised otherwise
     shape_ok = 2 <= mask.dim() <= len(target) and all(
-        m == 1 or t is None or m == t for m, t in zip(reversed(mask.shape), reversed(target), strict=False)
+        m == 1 or t is None or m == t
+        for m, t in zip(reversed(mask.shape), reversed(target), strict=False)
     )
     if not shape_ok:
         raise ValueError(f"{name} must be broadcastable to {expected}, got {tuple(mask.shape)}")
-    if all(s == 1 for s in mask.shape[:-2]) and not bool(mask.any(dim=-1).all()):
-        row = int((~mask.any(dim=-1)).flatten().nonzero()[0])
+    if mask.dim() == 2 and not bool(mask.any(dim=-1).all()):
+        row = int((~mask.any(dim=-1)).nonzero()[0])
         raise ValueError(
             f"{name} lets query {row % mask.shape[-2]} attend to no key in every sequence: True means "
             f"MAY attend here. A PyTorch-style mask (True = ignore) must be inverted, e.g. with "

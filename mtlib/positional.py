@@ -131,7 +131,9 @@ class SinusoidalEncoding(nn.Module):
         Returns:
             Tensor of shape (B, T, d_model).
         """
-        _checks.float_tensor(x, "x", f"(batch, seq_len, d_model={self.d_model})", (None, None, self.d_model))
+        _checks.float_tensor(
+            x, "x", f"(batch, seq_len, d_model={self.d_model})", (None, None, self.d_model)
+        )
         _check_span("SinusoidalEncoding", offset, x.shape[1], self.max_len)
         pe = self.pe[offset : offset + x.shape[1]].to(x.dtype)  # (T, d_model)
         return self.dropout(x + pe)
@@ -166,7 +168,9 @@ class LearnedEncoding(nn.Module):
         Returns:
             Tensor of shape (B, T, d_model).
         """
-        _checks.float_tensor(x, "x", f"(batch, seq_len, d_model={self.d_model})", (None, None, self.d_model))
+        _checks.float_tensor(
+            x, "x", f"(batch, seq_len, d_model={self.d_model})", (None, None, self.d_model)
+        )
         _check_span("LearnedEncoding", offset, x.shape[1], self.max_len)
         positions = torch.arange(offset, offset + x.shape[1], device=x.device)  # (T,)
         return self.dropout(x + self.embedding(positions))
@@ -253,7 +257,9 @@ class RelativePositionBias(nn.Module):
         large = large.clamp(max=num_buckets - 1)
         return buckets + torch.where(is_small, distance.long(), large)
 
-    def forward(self, q_len: int, k_len: int | None = None, *, offset: int | None = None) -> torch.Tensor:
+    def forward(
+        self, q_len: int, k_len: int | None = None, *, offset: int | None = None
+    ) -> torch.Tensor:
         """The additive bias for a (q_len, k_len) score matrix.
 
         Args:
@@ -272,7 +278,10 @@ class RelativePositionBias(nn.Module):
         q_pos = torch.arange(offset, offset + q_len, device=device)[:, None]  # (Tq, 1)
         k_pos = torch.arange(k_len, device=device)[None, :]  # (1, Tk)
         buckets = self.bucket(
-            k_pos - q_pos, bidirectional=self.bidirectional, num_buckets=self.num_buckets, max_distance=self.max_distance
+            k_pos - q_pos,
+            bidirectional=self.bidirectional,
+            num_buckets=self.num_buckets,
+            max_distance=self.max_distance,
         )  # (Tq, Tk)
         values = self.relative_attention_bias(buckets)  # (Tq, Tk, H)
         return values.permute(2, 0, 1).unsqueeze(0)  # (1, H, Tq, Tk)
@@ -360,7 +369,9 @@ class RotaryEmbedding(nn.Module):
         if layout not in ("BHTD", "BTHD"):
             raise ValueError(f'layout must be "BHTD" or "BTHD", got {layout!r}')
         if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[-1] != self.head_dim:
-            raise ValueError(f"x must have shape ({', '.join(layout[:3])}, head_dim={self.head_dim}), got {_checks.shape_of(x)}")
+            raise ValueError(
+                f"x must have shape ({', '.join(layout[:3])}, head_dim={self.head_dim}), got {_checks.shape_of(x)}"
+            )
         seq_dim = 2 if layout == "BHTD" else 1
         seq_len = x.shape[seq_dim]
         _check_span("RotaryEmbedding", offset, seq_len, self.max_len)

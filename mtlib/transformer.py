@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -65,14 +65,26 @@ class TransformerConfig(BlockConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("src_vocab", "tgt_vocab", "num_encoder_layers", "num_decoder_layers", "max_len"):
+        for name in (
+            "src_vocab",
+            "tgt_vocab",
+            "num_encoder_layers",
+            "num_decoder_layers",
+            "max_len",
+        ):
             _checks.positive_int(getattr(self, name), name)
         if self.d_model % 2:
-            raise ValueError(f"d_model must be even (sinusoidal positions come in sin/cos pairs), got {self.d_model}")
+            raise ValueError(
+                f"d_model must be even (sinusoidal positions come in sin/cos pairs), got {self.d_model}"
+            )
         if self.share_embeddings and self.src_vocab != self.tgt_vocab:
-            raise ValueError(f"share_embeddings needs src_vocab == tgt_vocab, got {self.src_vocab} and {self.tgt_vocab}")
+            raise ValueError(
+                f"share_embeddings needs src_vocab == tgt_vocab, got {self.src_vocab} and {self.tgt_vocab}"
+            )
         if self.pad_id is not None and not 0 <= self.pad_id < min(self.src_vocab, self.tgt_vocab):
-            raise ValueError(f"pad_id must lie in [0, {min(self.src_vocab, self.tgt_vocab)}) or be None, got {self.pad_id}")
+            raise ValueError(
+                f"pad_id must lie in [0, {min(self.src_vocab, self.tgt_vocab)}) or be None, got {self.pad_id}"
+            )
 
     @property
     def use_final_norm(self) -> bool:
@@ -108,14 +120,50 @@ def _final_norm(config: TransformerConfig) -> nn.Module:
     return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias)
 
 
-def _stack_config(stack: nn.TransformerEncoder | nn.TransformerDecoder, **fields: Any) -> TransformerConfig:
+def _stack_config(
+    stack: nn.TransformerEncoder | nn.TransformerDecoder, **fields: Any
+) -> TransformerConfig:
     """A config matching the layers of a PyTorch stack."""
     block = dataclasses.asdict(torch_layer_config(stack.layers[0]))
     n = len(stack.layers)
-    return TransformerConfig(**block, num_encoder_layers=n, num_decoder_layers=n, final_norm=stack.norm is not None, **fields)
+    return TransformerConfig(
+        **block,
+        num_encoder_layers=n,
+        num_decoder_layers=n,
+        final_norm=stack.norm is not None,
+        **fields,
+    )
 
 
-class Encoder(nn.Module):
+_S = TypeVar("_S", bound="_Stack")
+
+
+class _Stack(nn.Module):
+    """What the encoder and decoder stacks share: loading a PyTorch stack."""
+
+    torch_stack: type[nn.Module]  # the PyTorch stack this one can be loaded from
+
+    @classmethod
+    def from_torch(cls: type[_S], stack: nn.TransformerEncoder | nn.TransformerDecoder) -> _S:
+        """Build the stack with the weights of an ``nn.TransformerEncoder`` (for :class:`Encoder`)
+        or ``nn.TransformerDecoder`` (for :class:`Decoder`) of ``batch_first=True`` layers.
+
+        Args:
+            stack: the PyTorch stack (``stack.norm`` may be None).
+
+        Returns:
+            A stack on the PyTorch stack's device and dtype computing the same function.
+        """
+        if not isinstance(stack, cls.torch_stack):
+            raise TypeError(
+                f"stack must be an nn.{cls.torch_stack.__name__}, got {type(stack).__name__}"
+            )
+        ours = cls(_stack_config(stack)).to(next(stack.parameters()))
+        load_torch_layers(ours, stack)
+        return ours
+
+
+class Encoder(_Stack):
     """A stack of encoder blocks, then (if ``config.use_final_norm``) a LayerNorm.
 
     Args:
@@ -124,6 +172,8 @@ class Encoder(nn.Module):
     Shape:
         forward: x (B, S, d_model) -> (B, S, d_model).
     """
+
+    torch_stack = nn.TransformerEncoder
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
@@ -144,22 +194,8 @@ class Encoder(nn.Module):
             x = layer(x, mask=mask)
         return self.norm(x)
 
-    @classmethod
-    def from_torch(cls, stack: nn.TransformerEncoder) -> Encoder:
-        """Build an :class:`Encoder` with the weights of an ``nn.TransformerEncoder``.
 
-        Args:
-            stack: a PyTorch encoder of ``batch_first=True`` layers (``stack.norm`` may be None).
-
-        Returns:
-            An encoder on the stack's device and dtype computing the same function.
-        """
-        encoder = cls(_stack_config(stack)).to(stack.layers[0].linear1.weight)
-        load_torch_layers(encoder, stack)
-        return encoder
-
-
-class Decoder(nn.Module):
+class Decoder(_Stack):
     """A stack of decoder blocks, then (if ``config.use_final_norm``) a LayerNorm.
 
     Args:
@@ -168,6 +204,8 @@ class Decoder(nn.Module):
     Shape:
         forward: x (B, T, d_model), memory (B, S, d_model) -> (B, T, d_model).
     """
+
+    torch_stack = nn.TransformerDecoder
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
@@ -200,25 +238,13 @@ class Decoder(nn.Module):
             Tensor of shape (B, T, d_model).
         """
         if cache is not None and len(cache) != len(self.layers):
-            raise ValueError(f"cache must hold one DecoderCache per layer ({len(self.layers)}), got {len(cache)}")
+            raise ValueError(
+                f"cache must hold one DecoderCache per layer ({len(self.layers)}), got {len(cache)}"
+            )
         for i, layer in enumerate(self.layers):
             layer_cache = None if cache is None else cache[i]
             x = layer(x, memory, self_mask=self_mask, memory_mask=memory_mask, cache=layer_cache)
         return self.norm(x)
-
-    @classmethod
-    def from_torch(cls, stack: nn.TransformerDecoder) -> Decoder:
-        """Build a :class:`Decoder` with the weights of an ``nn.TransformerDecoder``.
-
-        Args:
-            stack: a PyTorch decoder of ``batch_first=True`` layers (``stack.norm`` may be None).
-
-        Returns:
-            A decoder on the stack's device and dtype computing the same function.
-        """
-        decoder = cls(_stack_config(stack)).to(stack.layers[0].linear1.weight)
-        load_torch_layers(decoder, stack)
-        return decoder
 
 
 class Transformer(nn.Module):
@@ -240,7 +266,11 @@ class Transformer(nn.Module):
         super().__init__()
         self.config = config
         self.src_embed = nn.Embedding(config.src_vocab, config.d_model)
-        self.tgt_embed = self.src_embed if config.share_embeddings else nn.Embedding(config.tgt_vocab, config.d_model)
+        self.tgt_embed = (
+            self.src_embed
+            if config.share_embeddings
+            else nn.Embedding(config.tgt_vocab, config.d_model)
+        )
         for embedding in (self.src_embed, self.tgt_embed):
             nn.init.normal_(embedding.weight, std=config.d_model**-0.5)
         self.positional = SinusoidalEncoding(config.d_model, config.max_len, dropout=config.dropout)
@@ -257,7 +287,11 @@ class Transformer(nn.Module):
 
     def src_mask(self, src: Tensor) -> Tensor | None:
         """Padding mask of the source, (B, 1, 1, S), or None when ``pad_id`` is None."""
-        return None if self.config.pad_id is None else padding_mask_from_tokens(src, self.config.pad_id)
+        return (
+            None
+            if self.config.pad_id is None
+            else padding_mask_from_tokens(src, self.config.pad_id)
+        )
 
     def tgt_mask(self, tgt: Tensor) -> Tensor:
         """Causal mask combined with the target's padding mask: (B, 1, T, T), or (T, T)."""
@@ -322,10 +356,17 @@ class Transformer(nn.Module):
         elif tgt_mask is None:
             tgt_mask = causal_mask(tgt.shape[1], cached + tgt.shape[1], device=tgt.device)
         x = self._embed(self.tgt_embed, tgt, offset)  # (B, T, d_model)
-        return self.lm_head(self.decoder(x, memory, self_mask=tgt_mask, memory_mask=memory_mask, cache=cache))
+        return self.lm_head(
+            self.decoder(x, memory, self_mask=tgt_mask, memory_mask=memory_mask, cache=cache)
+        )
 
     def forward(
-        self, src: Tensor, tgt: Tensor, *, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        *,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
     ) -> Tensor:
         """Teacher-forced forward pass.
 
@@ -340,6 +381,7 @@ class Transformer(nn.Module):
         Returns:
             Logits of shape (B, T, tgt_vocab).
         """
+        _checks.token_ids(src, "src", self.config.src_vocab)
         src_mask = self.src_mask(src) if src_mask is None else src_mask
         memory = self.encode(src, src_mask=src_mask)  # (B, S, d_model)
         return self.decode(tgt, memory, memory_mask=src_mask, tgt_mask=tgt_mask)
@@ -348,7 +390,9 @@ class Transformer(nn.Module):
     FREE_FIELDS = ("max_len", "pad_id", "tie_embeddings", "share_embeddings")
 
     @classmethod
-    def from_torch(cls, model: nn.Transformer, *, src_vocab: int, tgt_vocab: int, **overrides: Any) -> Transformer:
+    def from_torch(
+        cls, model: nn.Transformer, *, src_vocab: int, tgt_vocab: int, **overrides: Any
+    ) -> Transformer:
         """A :class:`Transformer` whose encoder and decoder stacks are copies of ``model``'s.
 
         ``nn.Transformer`` has no embeddings and no output layer: those stay randomly
@@ -368,16 +412,20 @@ class Transformer(nn.Module):
             raise TypeError(f"model must be an nn.Transformer, got {type(model).__name__}")
         fixed = sorted(set(overrides) - set(cls.FREE_FIELDS))
         if fixed:
-            raise ValueError(f"{fixed} are fixed by the PyTorch model; overrides may set only {list(cls.FREE_FIELDS)}")
+            raise ValueError(
+                f"{fixed} are fixed by the PyTorch model; overrides may set only {list(cls.FREE_FIELDS)}"
+            )
         config = _stack_config(model.encoder, src_vocab=src_vocab, tgt_vocab=tgt_vocab, **overrides)
         config.num_decoder_layers = len(model.decoder.layers)
-        ours = cls(config).to(model.encoder.layers[0].linear1.weight)
+        ours = cls(config).to(next(model.parameters()))
         load_torch_layers(ours.encoder, model.encoder)
         load_torch_layers(ours.decoder, model.decoder)
         return ours
 
 
-def _check_decode_args(model: Transformer, src: Tensor, bos_id: int, eos_id: int, max_len: int) -> None:
+def _check_decode_args(
+    model: Transformer, src: Tensor, bos_id: int, eos_id: int, max_len: int
+) -> None:
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be an mtlib Transformer, got {type(model).__name__}")
     _checks.token_ids(src, "src", model.config.src_vocab)
@@ -385,8 +433,14 @@ def _check_decode_args(model: Transformer, src: Tensor, bos_id: int, eos_id: int
     for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < vocab:
             raise ValueError(f"{name} must be an int in [0, tgt_vocab={vocab}), got {value!r}")
-    if isinstance(max_len, bool) or not isinstance(max_len, int) or not 1 <= max_len <= model.config.max_len:
-        raise ValueError(f"max_len must be an int in [1, config.max_len={model.config.max_len}], got {max_len!r}")
+    if (
+        isinstance(max_len, bool)
+        or not isinstance(max_len, int)
+        or not 1 <= max_len <= model.config.max_len
+    ):
+        raise ValueError(
+            f"max_len must be an int in [1, config.max_len={model.config.max_len}], got {max_len!r}"
+        )
 
 
 def _forbid_pad(logits: Tensor, model: Transformer) -> Tensor:
@@ -439,7 +493,9 @@ def greedy_decode(
     cache = model.new_cache() if use_cache else None
     for _ in range(max_len - 1):
         step_input = ys[:, -1:] if use_cache else ys  # (B, 1) or (B, t)
-        logits = model.decode(step_input, memory, memory_mask=memory_mask, cache=cache)[:, -1]  # (B, V)
+        logits = model.decode(step_input, memory, memory_mask=memory_mask, cache=cache)[
+            :, -1
+        ]  # (B, V)
         next_token = _forbid_pad(logits, model).argmax(dim=-1).masked_fill(done, fill)  # (B,)
         ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t + 1)
         done |= next_token == eos_id
@@ -526,7 +582,9 @@ def _beam_step(
 ) -> Tensor:
     """Next-token log-probabilities (B*K, V); finished beams may only emit ``fill`` at cost 0."""
     step_input = ys[:, -1:] if cache is not None else ys  # (B*K, 1) or (B*K, t)
-    logits = model.decode(step_input, memory, memory_mask=memory_mask, cache=cache)[:, -1]  # (B*K, V)
+    logits = model.decode(step_input, memory, memory_mask=memory_mask, cache=cache)[
+        :, -1
+    ]  # (B*K, V)
     log_probs = _forbid_pad(logits.float(), model).log_softmax(dim=-1)  # (B*K, V)
     finished = (ys[:, 1:] == eos_id).any(dim=1)  # (B*K,)
     frozen = torch.full_like(log_probs, float("-inf"))

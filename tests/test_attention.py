@@ -20,6 +20,7 @@ from mtlib.attention import (
     masked_softmax,
     scaled_dot_product_attention,
 )
+from mtlib.positional import RotaryEmbedding
 from tests.helpers import close
 
 B, TQ, TK, D, H = 2, 5, 7, 15, 3  # batch, query length, key length, d_model, heads (d_head 5)
@@ -52,14 +53,17 @@ def pair(
 # --- scaled_dot_product_attention -----------------------------------------------------------
 
 
-def _sdpa_masks() -> dict[str, Tensor | None]:
+def _sdpa_masks() -> dict[str, tuple[Tensor | None, Tensor | None]]:
+    """(mask, bias) pairs: 0.2 takes bool masks in mask= and float biases in bias=."""
     causal = masks.causal_mask(TQ, TK)
+    bias = torch.randn(1, H, TQ, TK)
     return {
-        "none": None,
-        "bool": random_bool_mask(B, H, TQ, TK),
-        "bool_broadcast": random_bool_mask(B, 1, 1, TK),
-        "causal": causal,
-        "float_bias": torch.randn(1, H, TQ, TK).masked_fill(~causal, float("-inf")),
+        "none": (None, None),
+        "bool": (random_bool_mask(B, H, TQ, TK), None),
+        "bool_broadcast": (random_bool_mask(B, 1, 1, TK), None),
+        "causal": (causal, None),
+        "float_bias": (None, bias.masked_fill(~causal, float("-inf"))),
+        "mask_and_bias": (random_bool_mask(B, 1, 1, TK), bias),
     }
 
 
@@ -70,10 +74,16 @@ def test_sdpa_matches_torch(dtype: torch.dtype, mask_kind: str, scale: float | N
     q = torch.randn(B, H, TQ, 4, dtype=dtype)
     k = torch.randn(B, H, TK, 4, dtype=dtype)
     v = torch.randn(B, H, TK, 6, dtype=dtype)
-    mask = _sdpa_masks()[mask_kind]
-    mask = mask.to(dtype) if mask is not None and mask.is_floating_point() else mask
-    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
-    out, weights = scaled_dot_product_attention(q, k, v, mask, scale=scale, return_weights=True)
+    mask, bias = _sdpa_masks()[mask_kind]
+    bias = None if bias is None else bias.to(dtype)
+    # PyTorch takes one attn_mask: the bias with the masked keys set to -inf
+    attn_mask = (
+        mask if bias is None else bias if mask is None else bias.masked_fill(~mask, float("-inf"))
+    )
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)
+    out, weights = scaled_dot_product_attention(
+        q, k, v, mask=mask, bias=bias, scale=scale, return_weights=True
+    )
     assert out.shape == (B, H, TQ, 6) and weights.shape == (B, H, TQ, TK)
     close(out, expected)
     close(weights.sum(-1), torch.ones(B, H, TQ, dtype=dtype))
@@ -82,14 +92,37 @@ def test_sdpa_matches_torch(dtype: torch.dtype, mask_kind: str, scale: float | N
 def test_sdpa_square_causal_matches_torch_is_causal() -> None:
     q, k, v = torch.randn(3, B, TK, 4, dtype=torch.float64)
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    close(scaled_dot_product_attention(q, k, v, masks.causal_mask(TK)), expected)
+    close(scaled_dot_product_attention(q, k, v, mask=masks.causal_mask(TK)), expected)
+    close(scaled_dot_product_attention(q, k, v, is_causal=True), expected)
+
+
+def test_sdpa_is_causal_is_bottom_right_aligned_and_combines_with_mask() -> None:
+    q = torch.randn(B, H, TQ, 4, dtype=torch.float64)
+    k, v = (
+        torch.randn(B, H, TK, 4, dtype=torch.float64),
+        torch.randn(B, H, TK, 6, dtype=torch.float64),
+    )
+    causal = scaled_dot_product_attention(q, k, v, is_causal=True)
+    # queries are the last TQ positions, as masks.causal_mask(TQ, TK)
+    close(causal, scaled_dot_product_attention(q, k, v, mask=masks.causal_mask(TQ, TK)))
+    # ...which is not PyTorch's top-left alignment when TQ < TK
+    top_left = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert not torch.allclose(causal, top_left)
+    pad = masks.padding_mask(torch.tensor([TK, 4]), TK)  # (B, 1, 1, TK)
+    bias = torch.randn(1, H, TQ, TK, dtype=torch.float64)
+    close(
+        scaled_dot_product_attention(q, k, v, mask=pad, bias=bias, is_causal=True),
+        scaled_dot_product_attention(
+            q, k, v, mask=masks.combine(pad, masks.causal_mask(TQ, TK)), bias=bias
+        ),
+    )
 
 
 def test_sdpa_without_heads_and_with_3d_mask() -> None:
     q, k, v = torch.randn(B, TQ, 4), torch.randn(B, TK, 4), torch.randn(B, TK, 3)
     mask = random_bool_mask(B, TQ, TK)
     close(
-        scaled_dot_product_attention(q, k, v, mask),
+        scaled_dot_product_attention(q, k, v, mask=mask),
         F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
     )
 
@@ -102,22 +135,32 @@ def test_sdpa_default_scale_is_inverse_sqrt_dk() -> None:
 def test_masked_keys_get_exactly_zero_weight() -> None:
     scores = torch.randn(B, TQ, TK) * 50  # large scores: -1e9 style masking would still be fine,
     mask = random_bool_mask(B, TQ, TK)  # but only -inf gives exactly zero
-    weights = masked_softmax(scores, mask)
+    weights = masked_softmax(scores, mask=mask)
     assert (weights[~mask.expand_as(weights)] == 0).all()
     close(weights.sum(-1), torch.ones(B, TQ))
     close(masked_softmax(scores), scores.softmax(-1))
+    # the same through bias=, alone or on top of the mask
+    bias = torch.randn(TQ, TK)
+    close(masked_softmax(scores, bias=masks.to_additive(mask)), weights)
+    with_bias = masked_softmax(scores, mask=mask, bias=bias)
+    assert (with_bias[~mask.expand_as(weights)] == 0).all()
+    close(with_bias, masked_softmax(scores + bias, mask=mask))
 
 
-@pytest.mark.parametrize("kind", ["bool", "float"])
+@pytest.mark.parametrize("kind", ["bool", "float", "both"])
 def test_sdpa_fully_masked_row_gives_zeros_and_finite_grads(kind: str) -> None:
     q = torch.randn(B, H, TQ, 4, requires_grad=True)
     k = torch.randn(B, H, TK, 4, requires_grad=True)
     v = torch.randn(B, H, TK, 6, requires_grad=True)
     mask = random_bool_mask(B, 1, TQ, TK)
     mask[0, :, 2] = False  # query 2 of batch 0 has nothing to attend to
-    if kind == "float":
-        mask = masks.to_additive(mask) + torch.randn(TQ, TK)
-    out, weights = scaled_dot_product_attention(q, k, v, mask, return_weights=True)
+    noise = torch.randn(TQ, TK)
+    kwargs = {
+        "bool": {"mask": mask},
+        "float": {"bias": masks.to_additive(mask) + noise},
+        "both": {"mask": mask, "bias": noise},
+    }[kind]
+    out, weights = scaled_dot_product_attention(q, k, v, **kwargs, return_weights=True)
     assert torch.equal(out[0, :, 2], torch.zeros(H, 6))
     assert torch.equal(weights[0, :, 2], torch.zeros(H, TK))
     assert torch.isfinite(out).all() and torch.isfinite(weights).all()
@@ -134,12 +177,36 @@ def test_sdpa_gradcheck_with_mask_and_empty_row() -> None:
     mask = random_bool_mask(B, 1, 3, 4)
     mask[1, 0, 1] = False  # an empty row
     assert torch.autograd.gradcheck(
-        lambda q, k, v: scaled_dot_product_attention(q, k, v, mask), (q, k, v)
+        lambda q, k, v: scaled_dot_product_attention(q, k, v, mask=mask), (q, k, v)
     )
     bias = torch.randn(1, 2, 3, 4, dtype=torch.float64).masked_fill(~mask[:1], float("-inf"))
     assert torch.autograd.gradcheck(
-        lambda q, k, v: scaled_dot_product_attention(q, k, v, bias), (q, k, v), fast_mode=True
+        lambda q, k, v: scaled_dot_product_attention(q, k, v, bias=bias), (q, k, v), fast_mode=True
     )
+    assert torch.autograd.gradcheck(
+        lambda q, k, v: scaled_dot_product_attention(q, k, v, mask=mask, bias=bias.clamp(min=-5)),
+        (q, k, v),
+        fast_mode=True,
+    )
+
+
+def test_attention_arguments_after_the_tensors_are_keyword_only() -> None:
+    q, k, v = torch.randn(B, TQ, 4), torch.randn(B, TK, 4), torch.randn(B, TK, 3)
+    mask = random_bool_mask(B, TQ, TK)
+    with pytest.raises(TypeError, match=r"positional argument"):
+        scaled_dot_product_attention(q, k, v, mask)  # type: ignore[misc]
+    with pytest.raises(TypeError, match=r"positional argument"):
+        masked_softmax(q @ k.transpose(-1, -2), mask)  # type: ignore[misc]
+    with pytest.raises(TypeError, match=r"positional argument"):
+        MultiHeadAttention(D, H, KDIM)  # type: ignore[misc]
+    mha = MultiHeadAttention(D, H)
+    x = torch.randn(B, TQ, D)
+    with pytest.raises(TypeError, match=r"positional argument"):
+        mha(x, x, x, masks.causal_mask(TQ))  # type: ignore[misc]
+    with pytest.raises(TypeError, match=r"average_weights"):  # renamed average_attn_weights
+        mha(x, need_weights=True, average_weights=False)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"positional argument"):
+        AdditiveAttention(4, 6, 8, 0.1)  # type: ignore[misc]
 
 
 def test_sdpa_dropout() -> None:
@@ -187,7 +254,7 @@ def test_mha_matches_torch(dtype: torch.dtype, case: str, fused: bool) -> None:
     close(out, expected)
     close(weights, expected_w)
     assert weights.shape == (B, TQ, key.shape[1])
-    _, per_head = ours(query, key, value, need_weights=True, average_weights=False)
+    _, per_head = ours(query, key, value, need_weights=True, average_attn_weights=False)
     close(per_head, ref(query, key, value, average_attn_weights=False)[1])
     assert per_head.shape == (B, ref.num_heads, TQ, key.shape[1])
     with torch.no_grad():  # PyTorch's own fast path, where it applies
@@ -198,31 +265,46 @@ def test_mha_matches_torch(dtype: torch.dtype, case: str, fused: bool) -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("fused", [True, False])
-@pytest.mark.parametrize("mask_kind", ["key_padding", "attn_bool", "attn_float", "attn_3d", "both"])
+@pytest.mark.parametrize(
+    "mask_kind", ["key_padding", "attn_bool", "attn_float", "attn_3d", "both", "float_and_padding"]
+)
 def test_mha_masks_match_torch(dtype: torch.dtype, fused: bool, mask_kind: str) -> None:
     ref, ours = pair(dtype, kdim=KDIM, vdim=VDIM)
     ours.fused = fused
     query, key, value = _inputs({"cross": True, "kdim": KDIM, "vdim": VDIM}, dtype)
     kpm = torch.arange(TK) >= torch.tensor([TK, 3])[:, None]  # (B, TK), True = padding
     ignore_2d = ~random_bool_mask(TQ, TK)
+    float_attn = torch.randn(TQ, TK, dtype=dtype)
     kwargs = {
         "key_padding": {"key_padding_mask": kpm},
         "attn_bool": {"attn_mask": ignore_2d},
-        "attn_float": {"attn_mask": torch.randn(TQ, TK, dtype=dtype)},
+        "attn_float": {"attn_mask": float_attn},
         "attn_3d": {"attn_mask": ~random_bool_mask(B * H, TQ, TK)},
         "both": {"attn_mask": ignore_2d, "key_padding_mask": kpm},
+        "float_and_padding": {"attn_mask": float_attn, "key_padding_mask": kpm},
     }[mask_kind]
+    # 0.2: PyTorch's bool masks are converted to mask=, its float attn_mask goes in bias=
+    attn_mask = kwargs.get("attn_mask")
+    is_bias = attn_mask is not None and attn_mask.is_floating_point()
     mask = masks.combine(
-        masks.from_key_padding_mask(kwargs["key_padding_mask"])
-        if "key_padding_mask" in kwargs
+        masks.from_key_padding_mask(kpm) if "key_padding_mask" in kwargs else None,
+        masks.from_attn_mask(attn_mask, num_heads=H)
+        if attn_mask is not None and not is_bias
         else None,
-        masks.from_attn_mask(kwargs["attn_mask"], num_heads=H) if "attn_mask" in kwargs else None,
     )
+    bias = attn_mask if is_bias else None
+    if is_bias and "key_padding_mask" in kwargs:  # PyTorch wants both of the same kind
+        kwargs["key_padding_mask"] = torch.zeros(B, TK, dtype=dtype).masked_fill(kpm, float("-inf"))
     expected, expected_w = ref(query, key, value, average_attn_weights=False, **kwargs)
-    out, weights = ours(query, key, value, mask=mask, need_weights=True, average_weights=False)
+    out, weights = ours(
+        query, key, value, mask=mask, bias=bias, need_weights=True, average_attn_weights=False
+    )
     close(out, expected)
     close(weights, expected_w)
-    close(ours(query, key, value, mask=mask)[0], expected)
+    close(ours(query, key, value, mask=mask, bias=bias)[0], expected)
+    if is_bias:  # a float mask is refused, with the way to pass it
+        with pytest.raises(TypeError, match=r"mask must be a bool Tensor.*bias="):
+            ours(query, key, value, mask=attn_mask)
 
 
 def test_from_torch_copies_dtype_dropout_and_checks_support() -> None:
@@ -241,7 +323,7 @@ def test_from_torch_shape_check(monkeypatch: pytest.MonkeyPatch) -> None:
     ref.out_proj.weight = nn.Parameter(torch.randn(D, D + 1))  # a corrupted reference
     with pytest.raises(
         ValueError,
-        match=r"shape mismatch copying out_proj.weight: ours \(15, 15\), theirs \(15, 16\)",
+        match=r"shape mismatch copying out_proj.weight into out_proj.weight: theirs \(15, 16\), ours \(15, 15\)",
     ):
         MultiHeadAttention.from_torch(ref)
 
@@ -250,7 +332,8 @@ def test_from_torch_shape_check(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize(
-    "mask_kind", ["none", "padding", "causal", "float", "empty_rows", "per_head"]
+    "mask_kind",
+    ["none", "padding", "causal", "float", "empty_rows", "per_head", "mask_and_bias", "is_causal"],
 )
 def test_fused_equals_explicit(mask_kind: str) -> None:
     mha = MultiHeadAttention(20, 5, kdim=KDIM, vdim=VDIM).double()
@@ -261,18 +344,21 @@ def test_fused_equals_explicit(mask_kind: str) -> None:
     )
     empty = random_bool_mask(B, 1, TQ, TK)
     empty[1, 0, 3] = False
-    mask = {
-        "none": None,
-        "padding": masks.padding_mask(torch.tensor([TK, 2]), TK),
-        "causal": masks.causal_mask(TQ, TK),
-        "float": torch.randn(1, 5, TQ, TK, dtype=torch.float64),
-        "empty_rows": empty,
-        "per_head": random_bool_mask(B, 5, TQ, TK),
+    bias = torch.randn(1, 5, TQ, TK, dtype=torch.float64)
+    kwargs = {
+        "none": {},
+        "padding": {"mask": masks.padding_mask(torch.tensor([TK, 2]), TK)},
+        "causal": {"mask": masks.causal_mask(TQ, TK)},
+        "float": {"bias": bias},
+        "empty_rows": {"mask": empty},
+        "per_head": {"mask": random_bool_mask(B, 5, TQ, TK)},
+        "mask_and_bias": {"mask": empty, "bias": bias},
+        "is_causal": {"is_causal": True, "mask": masks.padding_mask(torch.tensor([TK, 2]), TK)},
     }[mask_kind]
     outs, grads = [], []
     for fused in (True, False):
         mha.fused = fused
-        out, _ = mha(query, key, value, mask=mask)
+        out, _ = mha(query, key, value, **kwargs)
         (grad,) = torch.autograd.grad(out.square().sum(), query)
         outs.append(out)
         grads.append(grad)
@@ -297,7 +383,7 @@ def test_mha_fully_masked_rows_give_zeros_and_finite_grads(fused: bool) -> None:
         torch.isfinite(p.grad).all() for p in mha.parameters()
     )
     if not fused:
-        _, weights = mha(x, mask=mask, need_weights=True, average_weights=False)
+        _, weights = mha(x, mask=mask, need_weights=True, average_attn_weights=False)
         assert torch.equal(weights[0, :, 1], torch.zeros(H, TQ))
 
 
@@ -321,10 +407,10 @@ def test_fused_path_never_hands_torch_an_empty_row(monkeypatch: pytest.MonkeyPat
     mask = random_bool_mask(B, 1, TQ, TQ)
     mask[0, 0, 1] = False
     bias = masks.to_additive(mask)
-    for m in (mask, bias):
-        out, _ = mha(x, mask=m)
+    for kwargs in ({"mask": mask}, {"bias": bias}, {"mask": mask, "bias": torch.randn(TQ, TQ)}):
+        out, _ = mha(x, **kwargs)
         assert torch.isfinite(out).all() and torch.equal(out[0, 1], torch.zeros(D))
-    assert len(seen) == 2
+    assert len(seen) == 3
 
 
 def test_mha_gradcheck_inputs_and_parameters() -> None:
@@ -468,6 +554,43 @@ def test_static_cache_for_cross_attention() -> None:
     close(torch.cat(outs, dim=1), full)
 
 
+@pytest.mark.parametrize("fused", [True, False])
+def test_rotary_mha_matches_the_formula_and_its_cache(fused: bool) -> None:
+    rope = RotaryEmbedding(4, max_len=16).double()  # head_dim = 20 / 5
+    mha = MultiHeadAttention(20, 5, rotary=rope).double().eval()
+    mha.fused = fused
+    x = torch.randn(B, 7, 20, dtype=torch.float64)
+    full, _ = mha(x, is_causal=True)
+    # the formula: rotate the per-head queries and keys by their positions, then attend
+    q = rope.rotate(mha.q_proj(x).view(B, 7, 5, 4), layout="BTHD").transpose(1, 2)
+    k = rope.rotate(mha.k_proj(x).view(B, 7, 5, 4), layout="BTHD").transpose(1, 2)
+    v = mha.v_proj(x).view(B, 7, 5, 4).transpose(1, 2)
+    ctx = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, Dh)
+    close(full, mha.out_proj(ctx.transpose(1, 2).reshape(B, 7, 20)))
+    # one token at a time: positions continue from the cache length
+    cache = KVCache()
+    steps = [mha(x[:, t : t + 1], cache=cache)[0] for t in range(7)]
+    close(torch.cat(steps, dim=1), full)
+    # and the positions matter: without rotary the output differs
+    plain = MultiHeadAttention(20, 5).double().eval()
+    plain.load_state_dict(mha.state_dict())
+    assert not torch.allclose(plain(x, is_causal=True)[0], full)
+
+
+def test_rotary_mha_checks() -> None:
+    with pytest.raises(
+        ValueError, match=r"rotary must be a RotaryEmbedding\(head_dim=5\) or None, got head_dim=4"
+    ):
+        MultiHeadAttention(D, H, rotary=RotaryEmbedding(4))
+    with pytest.raises(
+        ValueError, match=r"rotary must be a RotaryEmbedding\(head_dim=5\) or None, got str"
+    ):
+        MultiHeadAttention(D, H, rotary="rope")  # type: ignore[arg-type]
+    mha = MultiHeadAttention(20, 5, rotary=RotaryEmbedding(4))
+    with pytest.raises(ValueError, match=r"static \(cross-attention\) cache cannot use them"):
+        mha(torch.randn(B, TQ, 20), torch.randn(B, TK, 20), cache=KVCache(static=True))
+
+
 def test_kv_cache_update_appends() -> None:
     cache = KVCache()
     assert cache.length == 0 and not cache.filled
@@ -491,7 +614,8 @@ def test_mha_under_autocast() -> None:
     with torch.autocast("cpu", dtype=torch.bfloat16):
         for fused in (True, False):
             mha.fused = fused
-            out, _ = mha(query, key, mask=torch.zeros(TQ, TK), cache=cache)
+            mask = torch.ones(TQ, TK, dtype=torch.bool)
+            out, _ = mha(query, key, mask=mask, bias=torch.zeros(TQ, TK), cache=cache)
             assert out.dtype == torch.bfloat16 and cache.k.dtype == torch.bfloat16
 
 
@@ -537,19 +661,22 @@ def test_value_defaults_to_key() -> None:
 
 
 def test_additive_attention_matches_the_formula() -> None:
-    att = AdditiveAttention(query_dim=4, key_dim=6, hidden_dim=8).double()
+    att = AdditiveAttention(qdim=4, kdim=6, hidden_dim=8).double()
     query = torch.randn(B, 3, 4, dtype=torch.float64)
     keys, values = (
         torch.randn(B, 5, 6, dtype=torch.float64),
         torch.randn(B, 5, 7, dtype=torch.float64),
     )
     mask = masks.padding_mask(torch.tensor([5, 2]), 5)[:, 0]  # (B, 1, 5)
-    out, weights = att(query, keys, values, mask)
+    out, weights = att(query, keys, values, mask=mask)
     assert out.shape == (B, 3, 7) and weights.shape == (B, 3, 5)
     for b in range(B):
         for i in range(3):
             scores = torch.stack(
-                [att.v(torch.tanh(att.W_q(query[b, i]) + att.W_k(keys[b, j])))[0] for j in range(5)]
+                [
+                    att.score_proj(torch.tanh(att.q_proj(query[b, i]) + att.k_proj(keys[b, j])))[0]
+                    for j in range(5)
+                ]
             )
             scores = scores.masked_fill(~mask[b, 0], float("-inf"))
             close(weights[b, i], scores.softmax(0))
@@ -564,21 +691,22 @@ def test_additive_attention_fully_masked_row_and_gradcheck() -> None:
     values = torch.randn(2, 4, 2, dtype=torch.float64, requires_grad=True)
     mask = random_bool_mask(2, 3, 4)
     mask[0, 1] = False
-    out, weights = att(query, keys, values, mask)
+    out, weights = att(query, keys, values, mask=mask)
     assert torch.equal(out[0, 1], torch.zeros(2)) and torch.equal(weights[0, 1], torch.zeros(4))
     assert torch.autograd.gradcheck(
-        lambda q, k, v: att(q, k, v, mask), (query, keys, values), fast_mode=True
+        lambda q, k, v: att(q, k, v, mask=mask), (query, keys, values), fast_mode=True
     )
 
 
 def test_additive_attention_dropout_and_submodules() -> None:
     att = AdditiveAttention(3, 5, 4, dropout=0.5)
+    assert [n for n, _ in att.named_children()] == ["q_proj", "k_proj", "score_proj", "dropout"]
     assert (
-        att.W_q.weight.shape == (4, 3)
-        and att.W_k.weight.shape == (4, 5)
-        and att.v.weight.shape == (1, 4)
+        att.q_proj.weight.shape == (4, 3)
+        and att.k_proj.weight.shape == (4, 5)
+        and att.score_proj.weight.shape == (1, 4)
     )
-    assert att.W_q.bias is None and att.W_k.bias is None and att.v.bias is None
+    assert att.q_proj.bias is None and att.k_proj.bias is None and att.score_proj.bias is None
     q, k, v = torch.randn(2, 3, 3), torch.randn(2, 6, 5), torch.randn(2, 6, 2)
     att.eval()
     _, w_eval = att(q, k, v)
@@ -635,12 +763,20 @@ BAD_CALLS = {
     "query_2d": (lambda: _mha()(_q(4, 12)), ValueError, r"query must have shape \(batch, q_len, d_model=12\), got \(4, 12\)"),
     "query_width": (lambda: _mha()(_q(2, 5, 10)), ValueError, r"query must have shape \(batch, q_len, d_model=12\), got \(2, 5, 10\)"),
     "key_width": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 12), _q(2, 6, 5)), ValueError, r"key must have shape \(batch=2, k_len, kdim=7\), got \(2, 6, 12\)"),
-    "self_attn_kdim": (lambda: _mha()(_q(2, 4, 12)), ValueError, r"key must have shape \(batch=2, k_len, kdim=7\), got \(2, 4, 12\)"),
+    "self_attn_kdim": (lambda: _mha()(_q(2, 4, 12)), ValueError, r"key must have shape \(batch=2, k_len, kdim=7\).*self-attention \(key=None\) needs kdim == vdim == d_model=12"),
     "key_batch": (lambda: _mha()(_q(2, 4, 12), _q(3, 6, 7), _q(3, 6, 5)), ValueError, r"key must have shape \(batch=2, k_len, kdim=7\), got \(3, 6, 7\)"),
     "value_width": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 7)), ValueError, r"value must have shape \(batch=2, k_len=6, vdim=5\) like key, got \(2, 6, 7\)"),
     "value_length": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 5, 5)), ValueError, r"value must have shape \(batch=2, k_len=6, vdim=5\) like key, got \(2, 5, 5\)"),
     "value_without_key": (lambda: _mha()(_q(2, 4, 12), None, _q(2, 6, 5)), ValueError, r"value was given without key"),
-    "mask_int": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), mask=torch.ones(4, 6, dtype=torch.int64)), TypeError, r"mask must be bool .* broadcastable to \(batch=2, heads=3, q_len=4, k_len=6\)"),
+    "mask_int": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), mask=torch.ones(4, 6, dtype=torch.int64)), TypeError, r"mask must be a bool Tensor \(True = may attend\), got dtype torch.int64.*mask\.bool\(\).*masks\.from_key_padding_mask.*bias="),
+    "mask_float": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), mask=torch.zeros(4, 6)), TypeError, r"mask must be a bool Tensor \(True = may attend\), got dtype torch.float32.*mask\.bool\(\).*masks\.from_key_padding_mask.*bias="),
+    "mask_inverted": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), mask=~masks.causal_mask(4, 6)), ValueError, r"mask lets query 3 attend to no key in every sequence: True means MAY attend"),
+    "mask_all_false": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), mask=torch.zeros(4, 6, dtype=torch.bool)), ValueError, r"True means MAY attend"),
+    "bias_bool": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), bias=torch.ones(4, 6, dtype=torch.bool)), TypeError, r"bias must be a float Tensor broadcastable to \(\.\.\., q_len=4, k_len=6\) \(a bool mask goes in mask=\), got dtype torch.bool"),
+    "bias_shape": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), bias=torch.zeros(6, 4)), ValueError, r"bias must be broadcastable to \(\.\.\., q_len=4, k_len=6\) without growing it, got \(6, 4\)"),
+    "bias_heads": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), bias=torch.zeros(1, 5, 4, 6)), ValueError, r"bias must be broadcastable .* got \(1, 5, 4, 6\)"),
+    "bias_3d": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), bias=torch.zeros(2, 4, 6)), ValueError, r"bias of shape \(2, 4, 6\) is ambiguous .* \(batch=2, 1, q_len, k_len\)"),
+    "bias_device": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), bias=torch.zeros(4, 6, device="meta")), ValueError, r"bias and query must have the same device"),
     "mask_shape": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), mask=torch.ones(6, 4, dtype=torch.bool)), ValueError, r"mask must be broadcastable to \(batch=2, heads=3, q_len=4, k_len=6\), got \(6, 4\)"),
     "mask_3d": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), mask=torch.ones(2, 4, 6, dtype=torch.bool)), ValueError, r"mask of shape \(2, 4, 6\) is ambiguous .* \(batch=2, 1, q_len, k_len\)"),
     "dtype": (lambda: _mha()(_q(2, 4, 12, dtype=torch.float64), _q(2, 6, 7, dtype=torch.float64), _q(2, 6, 5, dtype=torch.float64)), ValueError, r"parameters and query must have the same dtype"),
@@ -652,7 +788,8 @@ BAD_CALLS = {
     "cache_batch": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), cache=KVCache(_q(3, 3, 2, 4), _q(3, 3, 2, 4))), ValueError, r"cache.k must have shape \(batch=2, num_heads=3, T_cached, head_dim=4\), got \(3, 3, 2, 4\)"),
     "cache_heads": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), cache=KVCache(_q(2, 4, 2, 3), _q(2, 4, 2, 3))), ValueError, r"cache.k must have shape \(batch=2, num_heads=3, T_cached, head_dim=4\), got \(2, 4, 2, 3\)"),
     "cache_v": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), cache=KVCache(_q(2, 3, 2, 4), _q(2, 3, 1, 4))), ValueError, r"cache.v must have the same shape as cache.k \(2, 3, 2, 4\), got \(2, 3, 1, 4\)"),
-    "cache_v_missing": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), cache=KVCache(_q(2, 3, 2, 4), None)), ValueError, r"cache.v must have shape \(batch=2, num_heads=3, T_cached, head_dim=4\), got NoneType"),
+    "cache_v_missing": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), cache=KVCache(_q(2, 3, 2, 4), None)), TypeError, r"cache.v must be a Tensor of shape \(batch=2, num_heads=3, T_cached, head_dim=4\), got NoneType"),
+    "cache_k_missing": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), cache=KVCache(None, _q(2, 3, 2, 4))), TypeError, r"cache.k must be a Tensor of shape \(batch=2, num_heads=3, T_cached, head_dim=4\), got NoneType"),
     "cache_mask": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), mask=masks.causal_mask(4, 6), cache=KVCache(_q(2, 3, 2, 4), _q(2, 3, 2, 4))), ValueError, r"mask must be broadcastable to \(batch=2, heads=3, q_len=4, k_len=8\), got \(4, 6\)"),
     "cache_dtype": (lambda: _mha()(_q(2, 4, 12), _q(2, 6, 7), _q(2, 6, 5), cache=KVCache(_q(2, 3, 2, 4).double(), _q(2, 3, 2, 4).double())), ValueError, r"parameters and cache.k must have the same dtype"),
     "sdpa_q": (lambda: scaled_dot_product_attention("q", _q(2, 6, 4), _q(2, 6, 3)), TypeError, r"q must be a Tensor of shape \(\.\.\., q_len, d_k\), got str"),
@@ -660,16 +797,28 @@ BAD_CALLS = {
     "sdpa_v_len": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 7, 3)), ValueError, r"v must have shape \(\.\.\., k_len=6, d_v\) like k, got \(2, 7, 3\)"),
     "sdpa_rank": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(6, 4), _q(6, 3)), ValueError, r"q, k and v must have the same rank >= 2"),
     "sdpa_batch": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(3, 6, 4), _q(3, 6, 3)), ValueError, r"q, k and v leading dims must broadcast"),
-    "sdpa_mask": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 6, 3), torch.ones(3, 5, 6, dtype=torch.bool)), ValueError, r"mask must be broadcastable to \(batch=2, q_len=5, k_len=6\), got \(3, 5, 6\)"),
+    "sdpa_mask": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 6, 3), mask=torch.ones(3, 5, 6, dtype=torch.bool)), ValueError, r"mask must be broadcastable to \(batch=2, q_len=5, k_len=6\), got \(3, 5, 6\)"),
+    "sdpa_mask_float": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 6, 3), mask=torch.zeros(5, 6)), TypeError, r"mask must be a bool Tensor.*mask\.bool\(\).*from_key_padding_mask.*bias="),
+    "sdpa_mask_inverted": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 6, 3), mask=~masks.causal_mask(5, 6)), ValueError, r"True means MAY attend"),
+    "sdpa_bias_bool": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 6, 3), bias=torch.ones(5, 6, dtype=torch.bool)), TypeError, r"bias must be a float Tensor .*a bool mask goes in mask="),
+    "sdpa_bias_shape": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 6, 3), bias=torch.zeros(3, 5, 6)), ValueError, r"bias must be broadcastable to \(\.\.\., q_len=5, k_len=6\) without growing it, got \(3, 5, 6\)"),
+    "sdpa_scale_zero": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 6, 3), scale=0.0), ValueError, r"scale must be a positive finite number or None \(1/sqrt\(d_k\)\), got 0.0"),
+    "sdpa_scale_negative": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 6, 3), scale=-0.5), ValueError, r"scale must be a positive finite number .*got -0.5"),
+    "sdpa_scale_inf": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 6, 3), scale=float("inf")), ValueError, r"scale must be a positive finite number .*got inf"),
+    "sdpa_scale_nan": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 6, 3), scale=float("nan")), ValueError, r"scale must be a positive finite number .*got nan"),
+    "sdpa_scale_bool": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 6, 3), scale=True), ValueError, r"scale must be a positive finite number .*got True"),
+    "sdpa_scale_tensor": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 6, 3), scale=torch.tensor(0.5)), ValueError, r"scale must be a positive finite number"),
     "sdpa_dropout": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4), _q(2, 6, 3), dropout_p=1.5), ValueError, r"dropout_p must be a float in \[0, 1\), got 1.5"),
     "sdpa_dtype": (lambda: scaled_dot_product_attention(_q(2, 5, 4), _q(2, 6, 4).double(), _q(2, 6, 3)), ValueError, r"k and q must have the same dtype"),
     "additive_hidden": (lambda: AdditiveAttention(4, 6, 0), ValueError, r"hidden_dim must be >= 1, got 0"),
     "additive_dropout": (lambda: AdditiveAttention(4, 6, 8, dropout=-0.1), ValueError, r"dropout must be a float in \[0, 1\)"),
-    "additive_query": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 5), _q(2, 7, 6), _q(2, 7, 2)), ValueError, r"query must have shape \(batch, q_len, query_dim=4\), got \(2, 3, 5\)"),
-    "additive_keys": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 4), _q(2, 7, 4), _q(2, 7, 2)), ValueError, r"keys must have shape \(batch=2, k_len, key_dim=6\), got \(2, 7, 4\)"),
-    "additive_values": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 4), _q(2, 7, 6), _q(2, 5, 2)), ValueError, r"values must have shape \(batch=2, k_len=7, dv\) like keys, got \(2, 5, 2\)"),
-    "additive_mask": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 4), _q(2, 7, 6), _q(2, 7, 2), torch.ones(2, 1, 1, 7, dtype=torch.bool)), ValueError, r"mask must be broadcastable to \(batch=2, q_len=3, k_len=7\), got \(2, 1, 1, 7\)"),
-    "additive_type": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 4), [[1.0]], _q(2, 7, 2)), TypeError, r"keys must be a Tensor of shape \(batch, k_len, key_dim=6\), got list"),
+    "additive_query": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 5), _q(2, 7, 6), _q(2, 7, 2)), ValueError, r"query must have shape \(batch, q_len, qdim=4\), got \(2, 3, 5\)"),
+    "additive_keys": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 4), _q(2, 7, 4), _q(2, 7, 2)), ValueError, r"key must have shape \(batch=2, k_len, kdim=6\), got \(2, 7, 4\)"),
+    "additive_values": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 4), _q(2, 7, 6), _q(2, 5, 2)), ValueError, r"value must have shape \(batch=2, k_len=7, vdim\) like key, got \(2, 5, 2\)"),
+    "additive_mask": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 4), _q(2, 7, 6), _q(2, 7, 2), mask=torch.ones(2, 1, 1, 7, dtype=torch.bool)), ValueError, r"mask must be broadcastable to \(batch=2, q_len=3, k_len=7\), got \(2, 1, 1, 7\)"),
+    "additive_type": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 4), [[1.0]], _q(2, 7, 2)), TypeError, r"key must be a Tensor of shape \(batch=2, k_len, kdim=6\), got list"),
+    "additive_mask_float": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 4), _q(2, 7, 6), _q(2, 7, 2), mask=torch.zeros(2, 1, 7)), TypeError, r"mask must be a bool Tensor.*mask\.bool\(\).*bias="),
+    "additive_mask_inverted": (lambda: AdditiveAttention(4, 6, 8)(_q(2, 3, 4), _q(2, 7, 6), _q(2, 7, 2), mask=torch.zeros(3, 7, dtype=torch.bool)), ValueError, r"True means MAY attend"),
 }  # fmt: skip
 
 

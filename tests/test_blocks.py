@@ -7,6 +7,7 @@ source length 7, so that a transposed dimension cannot go unnoticed.
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 
 import pytest
 import torch
@@ -15,13 +16,14 @@ from torch import Tensor, nn
 
 from mtlib import masks
 from mtlib.blocks import (
-    DECODER_LAYER_PAIRS,
-    ENCODER_LAYER_PAIRS,
+    TORCH_RENAMES,
+    BlockConfig,
     DecoderBlock,
     DecoderCache,
     EncoderBlock,
     FeedForward,
-    copy_weights,
+    load_torch_layers,
+    torch_layer_config,
 )
 from tests.helpers import close
 
@@ -39,6 +41,11 @@ def randomize_(module: nn.Module) -> nn.Module:
             elif "norm" in name:
                 p.uniform_(0.5, 1.5)
     return module
+
+
+def config(num_heads: int = 3, **overrides: object) -> BlockConfig:
+    """A block config of the test sizes; dropout 0 unless asked (BlockConfig's default is 0.1)."""
+    return BlockConfig(**{"d_model": D, "num_heads": num_heads, "d_ff": FF, "dropout": 0.0, **overrides})
 
 
 def key_padding(lengths: list[int], total: int) -> Tensor:
@@ -72,6 +79,16 @@ def test_feedforward_swiglu() -> None:
 def test_feedforward_unknown_activation() -> None:
     with pytest.raises(ValueError, match=r"activation must be one of .*'tanh'"):
         FeedForward(D, FF, activation="tanh")
+    with pytest.raises(TypeError, match=r"positional argument"):  # options are keyword-only
+        FeedForward(D, FF, 0.1)
+
+
+def test_feedforward_dropout_on_hidden_units() -> None:
+    ff = FeedForward(D, FF, dropout=0.5)
+    x = torch.randn(B, T, D)
+    assert ff.dropout.p == 0.5
+    assert not torch.allclose(ff.train()(x), ff.eval()(x))
+    close(ff.eval()(x), ff.linear2(F.relu(ff.linear1(x))))
 
 
 # ---------------------------------------------------------------------------- parity: encoder
@@ -91,7 +108,7 @@ def test_encoder_block_matches_torch(norm_first: bool, activation: str, dtype: t
     attn_mask.fill_diagonal_(False)  # every query keeps at least itself
     expected = ref(x, src_mask=attn_mask, src_key_padding_mask=kpm)
     mask = masks.combine(masks.from_attn_mask(attn_mask), masks.from_key_padding_mask(kpm))
-    close(ours(x, mask), expected)
+    close(ours(x, mask=mask), expected)
     close(ours(x), ref(x))  # and without any mask
 
 
@@ -121,7 +138,7 @@ def test_decoder_block_matches_torch(norm_first: bool, activation: str, dtype: t
     expected = ref(x, memory, tgt_mask=~masks.causal_mask(T), tgt_key_padding_mask=tgt_kpm,
                    memory_key_padding_mask=mem_kpm)  # PyTorch: True = ignore  # fmt: skip
     self_mask = masks.combine(masks.causal_mask(T), masks.from_key_padding_mask(tgt_kpm))
-    close(ours(x, memory, self_mask, masks.from_key_padding_mask(mem_kpm)), expected)
+    close(ours(x, memory, self_mask=self_mask, memory_mask=masks.from_key_padding_mask(mem_kpm)), expected)
 
 
 def test_from_torch_rejects_what_it_cannot_load() -> None:
@@ -135,18 +152,72 @@ def test_from_torch_rejects_what_it_cannot_load() -> None:
         EncoderBlock.from_torch(nn.TransformerEncoderLayer(D, 3, FF, activation=nn.Tanh(), batch_first=True))
 
 
-def test_weight_tables_are_complete_and_checked() -> None:
-    layer = nn.TransformerDecoderLayer(D, 3, FF, batch_first=True)
-    block = DecoderBlock(D, 3, FF)
-    source = dict(layer.named_parameters())
-    copy_weights(block, source, DECODER_LAYER_PAIRS)  # the full table works
-    with pytest.raises(ValueError, match="not written"):
-        copy_weights(block, source, DECODER_LAYER_PAIRS[:-1])  # a row missing is caught
-    with pytest.raises(ValueError, match="shape mismatch copying linear1.weight"):
-        copy_weights(block, {**source, "linear1.weight": torch.zeros(FF + 1, D)}, DECODER_LAYER_PAIRS)
-    with pytest.raises(ValueError, match="one side only"):
-        copy_weights(EncoderBlock(D, 3, FF, bias=False), dict(nn.TransformerEncoderLayer(
-            D, 3, FF, batch_first=True).named_parameters()), ENCODER_LAYER_PAIRS)  # fmt: skip
+def test_torch_renames_and_load_torch_layers() -> None:
+    # the weight tables of 0.1 became three renames plus split_in_proj (see test_loading.py)
+    assert dict(TORCH_RENAMES) == {"linear1": "ff.linear1", "linear2": "ff.linear2", "multihead_attn": "cross_attn"}
+    layer = randomize_(nn.TransformerDecoderLayer(D, 3, FF, batch_first=True))
+    block = DecoderBlock(config())
+    load_torch_layers(block, layer)
+    theirs = dict(layer.named_parameters())
+    ours = dict(block.named_parameters())
+    assert torch.equal(ours["ff.linear1.weight"], theirs["linear1.weight"])
+    assert torch.equal(ours["cross_attn.v_proj.bias"], theirs["multihead_attn.in_proj_bias"][2 * D :])
+    assert torch.equal(ours["self_attn.k_proj.weight"], theirs["self_attn.in_proj_weight"][D : 2 * D])
+    assert torch.equal(ours["norm3.weight"], theirs["norm3.weight"])
+    with pytest.raises(ValueError, match="not written"):  # an encoder layer lacks the cross-attention
+        load_torch_layers(block, nn.TransformerEncoderLayer(D, 3, FF, batch_first=True))
+    with pytest.raises(ValueError, match=r"multihead_attn\.\S+ \(ours: cross_attn\.\S+\) has no counterpart in EncoderBlock"):
+        load_torch_layers(EncoderBlock(config()), layer)  # a decoder layer has more
+    with pytest.raises(ValueError, match=r"\.bias \(ours: \S+\.bias\) has no counterpart in EncoderBlock"):
+        load_torch_layers(EncoderBlock(config(bias=False)), nn.TransformerEncoderLayer(D, 3, FF, batch_first=True))
+    with pytest.raises(ValueError, match=r"shape mismatch copying linear1.weight into ff.linear1.weight"):
+        load_torch_layers(EncoderBlock(config(d_ff=FF + 1)), nn.TransformerEncoderLayer(D, 3, FF, batch_first=True))
+
+
+def test_torch_layer_config_reads_every_setting() -> None:
+    ref = nn.TransformerDecoderLayer(D, 5, FF, dropout=0.25, activation="gelu", layer_norm_eps=1e-3,
+                                     norm_first=True, bias=False, batch_first=True)  # fmt: skip
+    assert torch_layer_config(ref) == BlockConfig(d_model=D, num_heads=5, d_ff=FF, dropout=0.25, activation="gelu",
+                                                  norm_first=True, layer_norm_eps=1e-3, bias=False)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- BlockConfig
+
+
+def test_block_config_defaults_and_blocks_built_from_it() -> None:
+    c = BlockConfig()
+    assert (c.d_model, c.num_heads, c.d_ff, c.dropout, c.activation, c.norm_first, c.layer_norm_eps, c.bias) == (
+        512, 8, 2048, 0.1, "relu", False, 1e-5, True)  # fmt: skip
+    c = config(5, activation="gelu", norm_first=True, dropout=0.2, layer_norm_eps=1e-4, bias=False)
+    enc, dec = EncoderBlock(c), DecoderBlock(c)
+    for block in (enc, dec):
+        assert block.self_attn.num_heads == 5 and block.self_attn.dropout == 0.2
+        assert block.ff.activation_name == "gelu" and block.ff.linear1.weight.shape == (FF, D)
+        assert block.norm_first and block.norm1.eps == 1e-4 and block.norm1.bias is None
+        assert block.ff.linear1.bias is None and block.self_attn.q_proj.bias is None
+        assert block.dropout1.p == 0.2 and block.ff.dropout.p == 0.2
+    assert dec.cross_attn.num_heads == 5 and dec.dropout3.p == 0.2
+    with pytest.raises(TypeError):  # 0.2: blocks take one config, not the sizes
+        EncoderBlock(D, 3, FF)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "exc", "match"),
+    [
+        ({"d_model": 0}, ValueError, r"d_model must be >= 1, got 0"),
+        ({"num_heads": 0}, ValueError, r"num_heads must be >= 1, got 0"),
+        ({"d_ff": -1}, ValueError, r"d_ff must be >= 1, got -1"),
+        ({"d_model": 15.0}, TypeError, r"d_model must be an int, got float"),
+        ({"num_heads": 4}, ValueError, r"d_model=15 must be divisible by num_heads=4"),
+        ({"dropout": 1.0}, ValueError, r"dropout must be a float in \[0, 1\), got 1.0"),
+        ({"dropout": -0.1}, ValueError, r"dropout must be a float in \[0, 1\)"),
+        ({"activation": "Relu"}, ValueError, r"activation must be one of \['gelu', 'relu', 'swiglu'\], got 'Relu'"),
+        ({"layer_norm_eps": 0.0}, ValueError, r"layer_norm_eps must be > 0, got 0.0"),
+    ],
+)
+def test_block_config_validates_its_fields(overrides: dict, exc: type, match: str) -> None:
+    with pytest.raises(exc, match=match):
+        config(**overrides)
 
 
 # ---------------------------------------------------------------------------- Post-LN vs Pre-LN
@@ -154,7 +225,7 @@ def test_weight_tables_are_complete_and_checked() -> None:
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_block_follows_the_named_formula(norm_first: bool) -> None:
-    block = randomize_(EncoderBlock(D, 3, FF, activation="swiglu", norm_first=norm_first)).eval()
+    block = randomize_(EncoderBlock(config(activation="swiglu", norm_first=norm_first))).eval()
     x = torch.randn(B, S, D)
     attn = block.self_attn
     if norm_first:  # Pre-LN: x + sublayer(norm(x))
@@ -168,8 +239,8 @@ def test_block_follows_the_named_formula(norm_first: bool) -> None:
 
 def test_post_ln_output_is_normalised_pre_ln_is_not() -> None:
     x = 5.0 * torch.randn(B, S, D) + 3.0
-    post = EncoderBlock(D, 3, FF, norm_first=False).eval()(x)
-    pre = EncoderBlock(D, 3, FF, norm_first=True).eval()(x)
+    post = EncoderBlock(config(norm_first=False)).eval()(x)
+    pre = EncoderBlock(config(norm_first=True)).eval()(x)
     close(post.mean(dim=-1), torch.zeros(B, S))  # fresh LayerNorm: mean 0 per token
     assert pre.mean(dim=-1).abs().min() > 0.1  # the residual stream is left unnormalised
 
@@ -179,28 +250,28 @@ def test_post_ln_output_is_normalised_pre_ln_is_not() -> None:
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_cache_matches_full_recomputation(norm_first: bool) -> None:
-    block = randomize_(DecoderBlock(D, 5, FF, norm_first=norm_first)).double().eval()
+    block = randomize_(DecoderBlock(config(5, norm_first=norm_first))).double().eval()
     x, memory = torch.randn(B, T, D, dtype=torch.float64), torch.randn(B, S, D, dtype=torch.float64)
     mem_mask = masks.from_key_padding_mask(key_padding([S, 4], S))
-    full = block(x, memory, masks.causal_mask(T), mem_mask)
+    full = block(x, memory, self_mask=masks.causal_mask(T), memory_mask=mem_mask)
     calls = []
     block.cross_attn.k_proj.register_forward_hook(lambda *args: calls.append(1))
     cache = DecoderCache()
-    steps = [block(x[:, t : t + 1], memory, None, mem_mask, cache) for t in range(T)]
+    steps = [block(x[:, t : t + 1], memory, memory_mask=mem_mask, cache=cache) for t in range(T)]
     close(torch.cat(steps, dim=1), full)
     assert cache.length == T and cache.cross_attn.length == S
     assert len(calls) == 1  # the memory was projected once, on the first step
     # two tokens at once after a prefix of three: needs the offset causal mask
     cache2 = DecoderCache()
-    block(x[:, :3], memory, masks.causal_mask(3), mem_mask, cache2)
-    close(block(x[:, 3:], memory, masks.causal_mask(2, 5), mem_mask, cache2), full[:, 3:])
+    block(x[:, :3], memory, self_mask=masks.causal_mask(3), memory_mask=mem_mask, cache=cache2)
+    close(block(x[:, 3:], memory, self_mask=masks.causal_mask(2, 5), memory_mask=mem_mask, cache=cache2), full[:, 3:])
 
 
 def test_decoder_cache_reorder_and_reset() -> None:
-    block = DecoderBlock(D, 3, FF).eval()
+    block = DecoderBlock(config()).eval()
     x, memory = torch.randn(3, 2, D), torch.randn(3, S, D)
     cache = DecoderCache()
-    block(x, memory, masks.causal_mask(2), None, cache)
+    block(x, memory, self_mask=masks.causal_mask(2), cache=cache)
     keys = cache.self_attn.k.clone()
     index = torch.tensor([2, 2, 0])
     cache.reorder(index)
@@ -211,12 +282,12 @@ def test_decoder_cache_reorder_and_reset() -> None:
 
 
 def test_decoder_block_is_causal() -> None:
-    block = DecoderBlock(D, 3, FF).eval()
+    block = DecoderBlock(config()).eval()
     x, memory = torch.randn(B, T, D), torch.randn(B, S, D)
-    out = block(x, memory, masks.causal_mask(T))
+    out = block(x, memory, self_mask=masks.causal_mask(T))
     x2 = x.clone()
     x2[:, 3:] = torch.randn(B, T - 3, D)  # change the future
-    out2 = block(x2, memory, masks.causal_mask(T))
+    out2 = block(x2, memory, self_mask=masks.causal_mask(T))
     close(out2[:, :3], out[:, :3])
     assert not torch.allclose(out2[:, 3:], out[:, 3:])
 
@@ -225,7 +296,7 @@ def test_decoder_block_is_causal() -> None:
 
 
 def test_dropout_only_in_training() -> None:
-    block = EncoderBlock(D, 3, FF, dropout=0.5)
+    block = EncoderBlock(config(dropout=0.5))
     x = torch.randn(B, S, D)
     assert not torch.allclose(block.train()(x), block(x))
     block.eval()
@@ -233,19 +304,20 @@ def test_dropout_only_in_training() -> None:
 
 
 def test_blocks_gradcheck_float64() -> None:
-    enc = EncoderBlock(6, 3, 10, activation="gelu", norm_first=True).double()
-    dec = DecoderBlock(6, 3, 10).double()
+    small = BlockConfig(d_model=6, num_heads=3, d_ff=10, dropout=0.0)
+    enc = EncoderBlock(replace(small, activation="gelu", norm_first=True)).double()
+    dec = DecoderBlock(small).double()
     x = torch.randn(2, 3, 6, dtype=torch.float64, requires_grad=True)
     memory = torch.randn(2, 4, 6, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(enc, (x,))
-    assert torch.autograd.gradcheck(lambda a, m: dec(a, m, masks.causal_mask(3)), (x, memory))
+    assert torch.autograd.gradcheck(lambda a, m: dec(a, m, self_mask=masks.causal_mask(3)), (x, memory))
 
 
 # ---------------------------------------------------------------------------- bad input
 
 
 def test_blocks_reject_bad_input() -> None:
-    enc, dec = EncoderBlock(D, 3, FF), DecoderBlock(D, 3, FF)
+    enc, dec = EncoderBlock(config()), DecoderBlock(config())
     with pytest.raises(ValueError, match=r"x must have shape \(batch, seq_len, d_model=15\)"):
         enc(torch.randn(S, D))
     with pytest.raises(ValueError, match=r"d_model=15\), got \(2, 7, 14\)"):
@@ -254,7 +326,23 @@ def test_blocks_reject_bad_input() -> None:
         enc(torch.ones(B, S, D, dtype=torch.long))
     with pytest.raises(TypeError, match="x must be a Tensor"):
         enc([[0.0] * D])
-    with pytest.raises(ValueError, match=r"memory must have shape \(batch, seq_len, d_model=15\)"):
+    with pytest.raises(ValueError, match=r"memory must have shape \(batch=2, src_len, d_model=15\) like x, got \(2, 7, 16\)"):
         dec(torch.randn(B, T, D), torch.randn(B, S, D + 1))
+    with pytest.raises(ValueError, match=r"memory must have shape \(batch=2, src_len, d_model=15\) like x, got \(3, 7, 15\)"):
+        dec(torch.randn(B, T, D), torch.randn(B + 1, S, D))
+    with pytest.raises(TypeError, match=r"memory must be a floating-point Tensor"):
+        dec(torch.randn(B, T, D), torch.ones(B, S, D, dtype=torch.long))
     with pytest.raises(ValueError, match="activation must be one of"):
-        DecoderBlock(D, 3, FF, activation="Relu")
+        DecoderBlock(config(activation="Relu"))
+    # 0.2: masks are keyword-only, bool only
+    x, memory = torch.randn(B, T, D), torch.randn(B, S, D)
+    with pytest.raises(TypeError, match=r"positional argument"):
+        enc(x, masks.causal_mask(T))
+    with pytest.raises(TypeError, match=r"positional argument"):
+        dec(x, memory, masks.causal_mask(T))
+    with pytest.raises(TypeError, match=r"mask must be a bool Tensor.*bias="):
+        enc(x, mask=torch.zeros(T, T))
+    with pytest.raises(TypeError, match=r"mask must be a bool Tensor"):
+        dec(x, memory, memory_mask=torch.ones(B, 1, 1, S))
+    with pytest.raises(ValueError, match=r"True means MAY attend"):
+        dec(x, memory, self_mask=~masks.causal_mask(T))

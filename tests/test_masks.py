@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from mtlib import masks
-from mtlib.attention import MultiHeadAttention
+from mtlib.attention import MultiHeadAttention, masked_softmax
 
 NEG_INF = float("-inf")
 
@@ -101,10 +101,19 @@ def test_padding_mask_from_tokens() -> None:
     mask = masks.padding_mask_from_tokens(tokens, pad_id=0)
     assert mask.shape == (2, 1, 1, 4)
     assert mask[:, 0, 0].tolist() == [[True, True, False, False], [False, True, True, True]]
-    with pytest.raises(ValueError, match=r"tokens must have shape \(batch, seq_len\), got \(4,\)"):
+    with pytest.raises(
+        ValueError, match=r"tokens must have shape \(batch, seq_len >= 1\), got \(4,\)"
+    ):
         masks.padding_mask_from_tokens(tokens[0], pad_id=0)
-    with pytest.raises(TypeError, match=r"tokens must be a Tensor of shape \(batch, seq_len\)"):
+    with pytest.raises(
+        TypeError, match=r"tokens must be a Tensor of token ids, shape \(batch, seq_len\), got list"
+    ):
         masks.padding_mask_from_tokens([[1, 2]], pad_id=0)
+    with pytest.raises(
+        TypeError,
+        match=r"tokens must hold integer token ids \(torch.long\), got dtype torch.float32",
+    ):
+        masks.padding_mask_from_tokens(tokens.float(), pad_id=0)
 
 
 # --- combine and to_additive ----------------------------------------------------------------
@@ -126,14 +135,33 @@ def test_combine_none() -> None:
     assert masks.combine(None, mask) is mask
 
 
-def test_combine_bool_with_float_bias_gives_a_bias() -> None:
+def test_combine_refuses_a_float_mask() -> None:
+    # 0.2: masks are bool only; a float bias no longer turns the combination into a bias
     bias = torch.randn(3, 3, dtype=torch.float64)
-    combined = masks.combine(masks.causal_mask(3), bias)
-    assert combined.dtype == torch.float64
-    expected = bias.masked_fill(~masks.causal_mask(3), NEG_INF)
-    torch.testing.assert_close(combined, expected)
-    # two float biases of different precision promote
-    assert masks.combine(bias.float(), bias).dtype == torch.float64
+    for args in (
+        (masks.causal_mask(3), bias),
+        (bias.float(), bias),
+        (torch.ones(3, 3, dtype=torch.long),),
+    ):
+        with pytest.raises(
+            TypeError,
+            match=r"each mask must be a bool Tensor.*mask\.bool\(\).*from_key_padding_mask.*bias=",
+        ):
+            masks.combine(*args)
+
+
+def test_mask_and_bias_combine_in_the_bias_argument() -> None:
+    # what combine(bool, bias) used to return is now what mask= and bias= do together
+    scores = torch.randn(2, 3, 4, dtype=torch.float64)
+    causal = masks.causal_mask(3, 4)
+    bias = torch.randn(3, 4, dtype=torch.float64)
+    expected = (scores + bias.masked_fill(~causal, NEG_INF)).softmax(-1)
+    torch.testing.assert_close(masked_softmax(scores, mask=causal, bias=bias), expected)
+    torch.testing.assert_close(
+        masked_softmax(scores, bias=masks.to_additive(causal, torch.float64) + bias), expected
+    )
+    # a bias of another precision follows the scores' dtype
+    assert masked_softmax(scores, mask=causal, bias=bias.float()).dtype == torch.float64
 
 
 def test_to_additive() -> None:
@@ -141,9 +169,15 @@ def test_to_additive() -> None:
     bias = masks.to_additive(mask, torch.float64)
     assert bias.dtype == torch.float64
     assert bias.tolist() == [[0.0, NEG_INF], [NEG_INF, NEG_INF]]
-    floats = torch.tensor([0.5, NEG_INF])
-    assert masks.to_additive(floats, torch.float64).dtype == torch.float64
-    assert masks.to_additive(floats).tolist() == [0.5, NEG_INF]
+    assert masks.to_additive(mask).dtype == torch.float32
+    floats = torch.tensor([0.5, NEG_INF])  # 0.2: a float input is refused, not passed through
+    with pytest.raises(
+        TypeError,
+        match=r"mask must be a bool Tensor.*got dtype torch.float32.*mask\.bool\(\).*bias=",
+    ):
+        masks.to_additive(floats, torch.float64)
+    with pytest.raises(TypeError, match=r"mask must be a bool Tensor .*got dtype torch.int64"):
+        masks.to_additive(torch.ones(2, 2, dtype=torch.long))
 
 
 # --- conversions from PyTorch's conventions -------------------------------------------------
@@ -157,17 +191,19 @@ def test_from_key_padding_mask_flips_bool() -> None:
     assert torch.equal(ours, masks.padding_mask(torch.tensor([2, 1]), 3))
 
 
-def test_from_key_padding_mask_keeps_float_bias() -> None:
+def test_from_key_padding_mask_refuses_a_float_bias() -> None:
+    # 0.2: a float key_padding_mask is an additive bias, and biases go in bias=
     kpm = torch.tensor([[0.0, NEG_INF, 0.0]])
-    ours = masks.from_key_padding_mask(kpm)
-    assert ours.dtype == torch.float32 and ours.shape == (1, 1, 1, 3)
-    assert ours.flatten().tolist() == [0.0, NEG_INF, 0.0]
+    with pytest.raises(
+        TypeError, match=r"key_padding_mask must be a bool Tensor.*bias=kpm\[:, None, None, :\]"
+    ):
+        masks.from_key_padding_mask(kpm)
 
 
 @pytest.mark.parametrize(
     ("kpm", "exc", "match"),
     [
-        ([[True]], TypeError, r"key_padding_mask must be a Tensor of shape \(batch, k_len\)"),
+        ([[True]], TypeError, r"key_padding_mask must be a bool Tensor \(True = ignore, PyTorch's sign\), got list"),
         (
             torch.zeros(2, 3, 4, dtype=torch.bool),
             ValueError,
@@ -176,7 +212,7 @@ def test_from_key_padding_mask_keeps_float_bias() -> None:
         (
             torch.zeros(2, 3, dtype=torch.long),
             TypeError,
-            r"key_padding_mask must be bool or floating",
+            r"key_padding_mask must be a bool Tensor \(True = ignore, PyTorch's sign\), got dtype torch.int64. A 0/1 mask converts with .bool\(\)",
         ),
     ],
 )
@@ -188,8 +224,14 @@ def test_from_key_padding_mask_bad_input(kpm: object, exc: type, match: str) -> 
 def test_from_attn_mask_2d() -> None:
     ignore = torch.tensor([[False, True], [False, False]])
     assert torch.equal(masks.from_attn_mask(ignore), ~ignore)
+    # 0.2: a float attn_mask is a bias, refused with the way to pass it
     bias = torch.tensor([[0.0, -2.0], [NEG_INF, 0.0]])
-    assert masks.from_attn_mask(bias) is bias  # a float mask is a bias in both conventions
+    with pytest.raises(
+        TypeError, match=r"attn_mask must be a bool Tensor.*pass it as bias="
+    ):
+        masks.from_attn_mask(bias)
+    with pytest.raises(TypeError, match=r"a float one is an additive bias: pass it as bias="):
+        masks.from_attn_mask(bias.expand(6, 2, 2), num_heads=3)
 
 
 def test_from_attn_mask_3d_splits_batch_and_heads() -> None:
@@ -204,7 +246,7 @@ def test_from_attn_mask_3d_splits_batch_and_heads() -> None:
 @pytest.mark.parametrize(
     ("attn_mask", "num_heads", "exc", "match"),
     [
-        ([[True]], None, TypeError, r"attn_mask must be a Tensor of shape \(q_len, k_len\)"),
+        ([[True]], None, TypeError, r"attn_mask must be a bool Tensor \(True = ignore, PyTorch's sign\), got list"),
         (
             torch.zeros(6, 4, 5, dtype=torch.bool),
             None,
@@ -227,7 +269,7 @@ def test_from_attn_mask_3d_splits_batch_and_heads() -> None:
             torch.zeros(4, 5, dtype=torch.int32),
             None,
             TypeError,
-            r"attn_mask must be bool or floating",
+            r"attn_mask must be a bool Tensor \(True = ignore, PyTorch's sign\), got dtype torch.int32",
         ),
     ],
 )
@@ -254,9 +296,11 @@ def test_converted_key_padding_mask_matches_torch(fused: bool) -> None:
     expected, _ = ref(x, x, x, key_padding_mask=kpm, need_weights=False)
     got, _ = ours(x, mask=masks.from_key_padding_mask(kpm))
     torch.testing.assert_close(got, expected, atol=1e-10, rtol=1e-10)
-    # a float key_padding_mask means the same thing
+    # a float key_padding_mask means the same thing, passed as a bias
     float_kpm = torch.zeros(3, 6, dtype=torch.float64).masked_fill(kpm, NEG_INF)
-    got_float, _ = ours(x, mask=masks.from_key_padding_mask(float_kpm))
+    expected_float, _ = ref(x, x, x, key_padding_mask=float_kpm, need_weights=False)
+    got_float, _ = ours(x, bias=float_kpm[:, None, None, :])
+    torch.testing.assert_close(got_float, expected_float, atol=1e-10, rtol=1e-10)
     torch.testing.assert_close(got_float, expected, atol=1e-10, rtol=1e-10)
 
 
@@ -272,7 +316,7 @@ def test_converted_attn_mask_and_padding_combined_match_torch() -> None:
     mask = masks.combine(
         masks.from_attn_mask(ignore, num_heads=5), masks.from_key_padding_mask(kpm)
     )
-    got, got_w = ours(q, kv, mask=mask, need_weights=True, average_weights=False)
+    got, got_w = ours(q, kv, mask=mask, need_weights=True, average_attn_weights=False)
     torch.testing.assert_close(got, expected, atol=1e-10, rtol=1e-10)
     torch.testing.assert_close(got_w, expected_w, atol=1e-10, rtol=1e-10)
 
@@ -286,15 +330,21 @@ def test_converted_attn_mask_and_padding_combined_match_torch() -> None:
 )
 def test_check_mask_accepts_broadcastable(shape: tuple[int, ...]) -> None:
     masks.check_mask(torch.ones(shape, dtype=torch.bool), 4, 6, batch_shape=(2, 3))
-    masks.check_mask(torch.zeros(shape), 4, 6)  # float bias, any batch and heads
+    masks.check_mask(torch.ones(shape, dtype=torch.bool), 4, 6)  # any batch and heads
     masks.check_mask(None, 4, 6)
+    # 0.2: a float tensor of the same shape is a bias, no longer accepted as a mask
+    with pytest.raises(
+        TypeError, match=r"mask must be a bool Tensor.*mask\.bool\(\).*from_key_padding_mask.*bias="
+    ):
+        masks.check_mask(torch.zeros(shape), 4, 6)
 
 
 @pytest.mark.parametrize(
     ("mask", "exc", "match"),
     [
-        ([[True]], TypeError, r"my_mask must be a bool or float Tensor broadcastable to \(batch=2, heads=3, q_len=4, k_len=6\)"),
-        (torch.ones(4, 6, dtype=torch.int64), TypeError, r"my_mask must be bool \(True = may attend\) or a float additive bias, got torch.int64"),
+        ([[True]], TypeError, r"my_mask must be a bool Tensor \(True = may attend\), got list"),
+        (torch.ones(4, 6, dtype=torch.int64), TypeError, r"my_mask must be a bool Tensor \(True = may attend\), got dtype torch.int64.*mask\.bool\(\).*from_key_padding_mask.*bias="),
+        (torch.zeros(4, 6), TypeError, r"my_mask must be a bool Tensor \(True = may attend\), got dtype torch.float32.*mask\.bool\(\).*from_key_padding_mask.*bias="),
         (torch.ones(4, 5, dtype=torch.bool), ValueError, r"my_mask must be broadcastable to \(batch=2, heads=3, q_len=4, k_len=6\), got \(4, 5\)"),
         (torch.ones(6, 4, dtype=torch.bool), ValueError, r"got \(6, 4\)"),
         (torch.ones(5, 4, 6, dtype=torch.bool), ValueError, r"got \(5, 4, 6\)"),
@@ -308,6 +358,14 @@ def test_check_mask_rejects(mask: object, exc: type, match: str) -> None:
         masks.check_mask(mask, 4, 6, "my_mask", batch_shape=(2, 3))
 
 
+@pytest.mark.parametrize(
+    "mask", [~masks.causal_mask(4, 6)[None, None], torch.zeros(1, 1, 1, 6, dtype=torch.bool)]
+)
+def test_check_mask_accepts_empty_rows_in_masks_with_batch_dimensions(mask: torch.Tensor) -> None:
+    # e.g. a batch of one all-padding sequence: data, not a sign error; such rows get zeros
+    masks.check_mask(mask, 4, 6, "my_mask", batch_shape=(1, 3))
+
+
 def test_check_mask_message_with_free_batch_and_other_ranks() -> None:
     with pytest.raises(
         ValueError, match=r"mask must be broadcastable to \(batch, heads, q_len=2, k_len=3\)"
@@ -317,3 +375,32 @@ def test_check_mask_message_with_free_batch_and_other_ranks() -> None:
         masks.check_mask(torch.ones(3, 2, dtype=torch.bool), 2, 3, batch_shape=(2, 3, 4))
     with pytest.raises(ValueError, match=r"\(batch=5, q_len=2, k_len=3\), got \(4, 2, 3\)"):
         masks.check_mask(torch.ones(4, 2, 3, dtype=torch.bool), 2, 3, batch_shape=(5,))
+
+
+@pytest.mark.parametrize(
+    "mask",
+    [
+        ~masks.causal_mask(4, 6),  # PyTorch's sign: the last query sees nothing
+        torch.zeros(4, 6, dtype=torch.bool),
+        torch.ones(4, 6, dtype=torch.bool).index_fill(0, torch.tensor([2]), False),
+    ],
+)
+def test_check_mask_refuses_a_2d_mask_that_hides_a_query_in_every_sequence(mask: torch.Tensor) -> None:
+    with pytest.raises(
+        ValueError,
+        match=r"my_mask lets query \d attend to no key in every sequence: True means MAY attend",
+    ):
+        masks.check_mask(mask, 4, 6, "my_mask", batch_shape=(2, 3))
+
+
+def test_check_mask_names_the_empty_query_and_accepts_data_dependent_empty_rows() -> None:
+    with pytest.raises(
+        ValueError,
+        match=r"lets query 3 attend to no key.*from_attn_mask or masks.from_key_padding_mask",
+    ):
+        masks.check_mask(~masks.causal_mask(4, 6), 4, 6)
+    # a batch dimension > 1: padded queries may attend to nothing in some sequences
+    pad = masks.padding_mask(torch.tensor([4, 2]), 4)  # (2, 1, 1, 4)
+    masks.check_mask(pad & pad.transpose(-1, -2), 4, 4)
+    masks.check_mask(masks.padding_mask(torch.tensor([6, 0]), 6), 4, 6)
+    assert not (pad & pad.transpose(-1, -2)).any(-1).all()

@@ -88,12 +88,18 @@ def test_sinusoidal_bad_input() -> None:
         enc(torch.zeros(1, 3, 4), offset=8)
     with pytest.raises(ValueError, match="offset must be >= 0"):
         enc(torch.zeros(1, 3, 4), offset=-1)
-    with pytest.raises(ValueError, match=r"\(B, T, d_model=4\)"):
+    with pytest.raises(ValueError, match=r"x must have shape \(batch, seq_len, d_model=4\), got \(3, 4\)"):
         enc(torch.zeros(3, 4))
-    with pytest.raises(ValueError, match=r"\(B, T, d_model=4\)"):
+    with pytest.raises(ValueError, match=r"x must have shape \(batch, seq_len, d_model=4\), got \(1, 3, 5\)"):
         enc(torch.zeros(1, 3, 5))
-    with pytest.raises(TypeError, match="torch.Tensor"):
+    with pytest.raises(TypeError, match=r"x must be a Tensor of shape \(batch, seq_len, d_model=4\), got list"):
         enc([[0.0] * 4])
+    with pytest.raises(TypeError, match=r"x must be a floating-point Tensor"):
+        enc(torch.zeros(1, 3, 4, dtype=torch.long))
+    with pytest.raises(TypeError, match=r"positional argument"):  # offset and dropout are keyword-only
+        enc(torch.zeros(1, 3, 4), 2)
+    with pytest.raises(TypeError, match=r"positional argument"):
+        SinusoidalEncoding(4, 10, 0.1)
     with pytest.raises(TypeError, match="positions must be integers"):
         enc.table(torch.tensor([1.0]))
     with pytest.raises(ValueError, match="positions must lie"):
@@ -104,8 +110,9 @@ def test_sinusoidal_bad_input() -> None:
 
 
 def test_learned_encoding_offset_and_errors() -> None:
-    enc = LearnedEncoding(max_len=12, d_model=6)
+    enc = LearnedEncoding(6, 12)  # 0.2: (d_model, max_len), like SinusoidalEncoding
     assert isinstance(enc.embedding, torch.nn.Embedding)
+    assert (enc.d_model, enc.max_len) == (6, 12) and enc.embedding.weight.shape == (12, 6)
     x = torch.randn(2, 5, 6)
     full = enc(x)
     assert_close(full, x + enc.embedding.weight[:5])
@@ -114,6 +121,10 @@ def test_learned_encoding_offset_and_errors() -> None:
         enc(torch.zeros(1, 13, 6))
     with pytest.raises(ValueError, match="d_model=6"):
         enc(torch.zeros(1, 3, 4))
+    with pytest.raises(TypeError, match=r"positional argument"):  # offset is keyword-only
+        enc(x[:, 2:4], 2)
+    dropped = LearnedEncoding(6, 12, dropout=0.5)
+    assert dropped.dropout.p == 0.5 and (dropped.train()(x) == 0).any()
 
 
 # ---------------------------------------------------------------------------- T5 buckets
@@ -140,7 +151,9 @@ def _bucket_by_definition(offset: int, bidirectional: bool, num_buckets: int, ma
 @pytest.mark.parametrize(("num_buckets", "max_distance"), [(32, 128), (10, 20)])
 def test_t5_buckets_match_the_definition(bidirectional: bool, num_buckets: int, max_distance: int) -> None:
     rel = torch.arange(-300, 301)
-    ours = RelativePositionBias.bucket(rel, bidirectional, num_buckets, max_distance)
+    ours = RelativePositionBias.bucket(
+        rel, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
     expected = [_bucket_by_definition(int(r), bidirectional, num_buckets, max_distance) for r in rel]
     assert ours.tolist() == expected
 
@@ -166,11 +179,15 @@ def test_relative_position_bias_forward() -> None:
     bias = rpb(5, 9)
     assert bias.shape == (1, 3, 5, 9)
     # entry (h, i, j) is the embedding of bucket(j - (i + 4)), queries being the last 5
-    b = RelativePositionBias.bucket(torch.tensor(2 - (1 + 4)), True, 16, 40)
+    b = RelativePositionBias.bucket(torch.tensor(2 - (1 + 4)), bidirectional=True, num_buckets=16, max_distance=40)
     assert_close(bias[0, :, 1, 2], rpb.relative_attention_bias.weight[b])
     assert_close(rpb(5, 9), rpb(9, 9)[:, :, 4:])
     assert_close(rpb(2, 9, offset=0), rpb(9, 9)[:, :, :2])
     assert rpb(4).shape == (1, 3, 4, 4)
+    with pytest.raises(TypeError, match=r"positional argument"):  # offset is keyword-only
+        rpb(2, 9, 0)
+    with pytest.raises(TypeError, match=r"positional argument"):
+        RelativePositionBias.bucket(torch.tensor([1]), True)
 
 
 def test_relative_position_bias_bad_config() -> None:
@@ -178,6 +195,8 @@ def test_relative_position_bias_bad_config() -> None:
         RelativePositionBias(2, num_buckets=2)
     with pytest.raises(ValueError, match="max_distance"):
         RelativePositionBias(2, num_buckets=32, max_distance=8)
+    with pytest.raises(TypeError, match=r"positional argument"):  # sizes are keyword-only
+        RelativePositionBias(2, 16, 40)
 
 
 # ---------------------------------------------------------------------------- RoPE
@@ -191,8 +210,8 @@ def test_rope_scores_depend_only_on_relative_position(interleaved: bool) -> None
     rope = rope.double()
 
     def score(m: int, n: int) -> torch.Tensor:
-        qm = rope.rotate(q.view(1, 10), offset=m)
-        kn = rope.rotate(k.view(1, 10), offset=n)
+        qm = rope.rotate(q.view(1, 1, 1, 10), layout="BHTD", offset=m)
+        kn = rope.rotate(k.view(1, 1, 1, 10), layout="BHTD", offset=n)
         return (qm * kn).sum()
 
     for m, n in [(0, 0), (3, 1), (1, 3), (7, 7)]:
@@ -210,7 +229,9 @@ def test_rope_interleaved_matches_complex_formulation() -> None:
     angles = torch.arange(seq).double()[:, None] * theta  # (T, Dh/2)
     z = torch.view_as_complex(x.double().unflatten(-1, (-1, 2)).contiguous())  # (B,H,T,Dh/2)
     expected = torch.view_as_real(z * torch.polar(torch.ones_like(angles), angles)).flatten(-2)
-    assert_close(rope.rotate(x), expected.float(), atol=1e-5, rtol=1e-5)
+    assert_close(rope.rotate(x, layout="BHTD"), expected.float(), atol=1e-5, rtol=1e-5)
+    # the same tensor in (B, T, H, Dh) layout gets the same rotation
+    assert_close(rope.rotate(x.transpose(1, 2), layout="BTHD").transpose(1, 2), expected.float(), atol=1e-5, rtol=1e-5)
 
 
 def test_rope_conventions_differ_by_a_permutation() -> None:
@@ -219,28 +240,57 @@ def test_rope_conventions_differ_by_a_permutation() -> None:
     inter = RotaryEmbedding(head_dim, max_len=20, interleaved=True)
     perm = torch.tensor([0, 3, 1, 4, 2, 5])  # interleaved channel c <- half channel perm[c]
     x = torch.randn(2, 5, 7, head_dim)
-    assert_close(inter.rotate(x[..., perm], offset=4), half.rotate(x, offset=4)[..., perm])
+    for layout in ("BHTD", "BTHD"):
+        assert_close(
+            inter.rotate(x[..., perm], layout=layout, offset=4),
+            half.rotate(x, layout=layout, offset=4)[..., perm],
+        )
 
 
-def test_rope_forward_offset_and_norm() -> None:
+def test_rope_rotate_offset_and_norm() -> None:
+    # 0.2: no forward(q, k); queries and keys are rotated one at a time with a named layout
     rope = RotaryEmbedding(head_dim=4, max_len=32)
+    assert RotaryEmbedding.forward is torch.nn.Module.forward  # not overridden any more
     q, k = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 7, 4)
-    q_rot, k_rot = rope(q, k)
+    q_rot, k_rot = rope.rotate(q, layout="BHTD"), rope.rotate(k, layout="BHTD")
     assert q_rot.shape == q.shape and k_rot.shape == k.shape
     assert_close(q_rot.norm(dim=-1), q.norm(dim=-1))  # rotations preserve length
-    assert_close(rope.rotate(k[:, :, 3:], offset=3), k_rot[:, :, 3:])  # a cached step
-    assert_close(rope.rotate(q[:, :, :1], offset=0), q[:, :, :1])  # position 0: identity
+    assert_close(rope.rotate(k[:, :, 3:], layout="BHTD", offset=3), k_rot[:, :, 3:])  # a cached step
+    assert_close(rope.rotate(q[:, :, :1], layout="BHTD", offset=0), q[:, :, :1])  # position 0: identity
+    # BTHD: positions on dim 1, the same angle for every head
+    k_bthd = k.transpose(1, 2)  # (B, T, H, Dh)
+    assert_close(rope.rotate(k_bthd, layout="BTHD"), k_rot.transpose(1, 2))
+    assert_close(rope.rotate(k_bthd[:, 3:], layout="BTHD", offset=3), k_rot.transpose(1, 2)[:, 3:])
+    # the silent bug the named layout prevents: reading (B, T, H, Dh) as (B, H, T, Dh)
+    assert not torch.allclose(rope.rotate(k_bthd, layout="BHTD"), k_rot.transpose(1, 2))
     assert rope.state_dict() == {}
 
 
 def test_rope_bad_input() -> None:
     with pytest.raises(ValueError, match="head_dim"):
         RotaryEmbedding(head_dim=7)
+    with pytest.raises(TypeError, match=r"positional argument"):  # options are keyword-only
+        RotaryEmbedding(4, 10000.0)
     rope = RotaryEmbedding(head_dim=4, max_len=8)
-    with pytest.raises(ValueError, match=r"head_dim=4"):
-        rope.rotate(torch.zeros(1, 2, 3, 6))
+    with pytest.raises(ValueError, match=r"x must have shape \(B, H, T, head_dim=4\), got \(1, 2, 3, 6\)"):
+        rope.rotate(torch.zeros(1, 2, 3, 6), layout="BHTD")
+    with pytest.raises(ValueError, match=r"x must have shape \(B, T, H, head_dim=4\), got \(1, 2, 3, 6\)"):
+        rope.rotate(torch.zeros(1, 2, 3, 6), layout="BTHD")
     with pytest.raises(ValueError, match=r"sequence length 9.*max_len=8"):
-        rope.rotate(torch.zeros(1, 2, 9, 4))
+        rope.rotate(torch.zeros(1, 2, 9, 4), layout="BHTD")
+    with pytest.raises(ValueError, match=r"sequence length 9.*max_len=8"):
+        rope.rotate(torch.zeros(1, 9, 2, 4), layout="BTHD")
+    with pytest.raises(ValueError, match=r"offset 6.*max_len=8"):
+        rope.rotate(torch.zeros(1, 2, 3, 4), layout="BHTD", offset=6)
+    # 0.2: the layout has no default, and x must be 4-D
+    with pytest.raises(TypeError, match=r"layout"):
+        rope.rotate(torch.zeros(1, 2, 3, 4))  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match=r'layout must be "BHTD" or "BTHD", got \'BHDT\''):
+        rope.rotate(torch.zeros(1, 2, 3, 4), layout="BHDT")
+    with pytest.raises(ValueError, match=r"x must have shape \(B, H, T, head_dim=4\), got \(3, 4\)"):
+        rope.rotate(torch.zeros(3, 4), layout="BHTD")
+    with pytest.raises(ValueError, match=r"got \(2, 3, 4\)"):
+        rope.rotate(torch.zeros(2, 3, 4), layout="BHTD")
 
 
 # ---------------------------------------------------------------------------- ALiBi
@@ -267,5 +317,8 @@ def test_alibi_bias_values() -> None:
                 assert bias[0, h, i, j].item() == pytest.approx(-slopes[h].item() * abs(qpos - j))
     assert_close(alibi_bias(3, 5), alibi_bias(3, 5, 5))
     assert alibi_bias(2, 3, dtype=torch.float64).dtype == torch.float64
+    assert alibi_bias(2, 3, 4, device="meta").device.type == "meta"
+    with pytest.raises(TypeError, match=r"positional argument"):  # device and dtype are keyword-only
+        alibi_bias(2, 3, 4, "cpu")
     with pytest.raises(ValueError, match="k_len must be >= q_len"):
         alibi_bias(2, q_len=4, k_len=3)

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from mtlib import masks
-from mtlib.blocks import DecoderCache
+from mtlib.blocks import BlockConfig, DecoderCache
 from mtlib.transformer import (
     Decoder,
     Encoder,
@@ -60,6 +60,37 @@ def test_config_presets_and_validation() -> None:
         TransformerConfig(activation="elu")
     with pytest.raises(ValueError, match="tgt_vocab must be >= 1"):
         TransformerConfig(tgt_vocab=0)
+    big = TransformerConfig.big()
+    assert (big.d_model, big.num_heads, big.d_ff, big.dropout, big.num_decoder_layers) == (1024, 16, 4096, 0.3, 6)
+    assert TransformerConfig.big(dropout=0.1).dropout == 0.1
+    tiny = TransformerConfig.tiny()
+    assert (tiny.d_model, tiny.num_heads, tiny.num_encoder_layers, tiny.num_decoder_layers, tiny.d_ff) == (32, 4, 2, 2, 64)
+    assert (tiny.src_vocab, tiny.tgt_vocab, tiny.dropout, tiny.max_len, tiny.pad_id) == (16, 16, 0.0, 64, 0)
+    assert isinstance(tiny, BlockConfig)  # 0.2: the blocks are built from the same config
+
+
+@pytest.mark.parametrize(
+    ("overrides", "exc", "match"),
+    [
+        ({"num_encoder_layers": 0}, ValueError, r"num_encoder_layers must be >= 1, got 0"),
+        ({"num_decoder_layers": 0}, ValueError, r"num_decoder_layers must be >= 1, got 0"),
+        ({"num_decoder_layers": 2.0}, TypeError, r"num_decoder_layers must be an int, got float"),
+        ({"src_vocab": 0}, ValueError, r"src_vocab must be >= 1, got 0"),
+        ({"max_len": 0}, ValueError, r"max_len must be >= 1, got 0"),
+        ({"dropout": 1.0}, ValueError, r"dropout must be a float in \[0, 1\), got 1.0"),
+        ({"dropout": -0.5}, ValueError, r"dropout must be a float in \[0, 1\), got -0.5"),
+        ({"d_model": 15, "num_heads": 3}, ValueError, r"d_model must be even .* got 15"),
+        ({"pad_id": 11}, ValueError, r"pad_id must lie in \[0, 11\) or be None, got 11"),
+        ({"pad_id": -1}, ValueError, r"pad_id must lie in \[0, 11\) or be None, got -1"),
+        ({"share_embeddings": True}, ValueError, r"share_embeddings needs src_vocab == tgt_vocab, got 11 and 13"),
+        ({"num_heads": 4}, ValueError, r"d_model=30 must be divisible by num_heads=4"),
+        ({"layer_norm_eps": -1.0}, ValueError, r"layer_norm_eps must be > 0"),
+    ],
+)
+def test_config_validates_its_fields(overrides: dict, exc: type, match: str) -> None:
+    with pytest.raises(exc, match=match):
+        TransformerConfig.tiny(**{"src_vocab": 11, "tgt_vocab": 13, "d_model": 30, "num_heads": 5, **overrides})
+    TransformerConfig.tiny(src_vocab=11, tgt_vocab=13, d_model=30, num_heads=5, pad_id=None)  # no padding: fine
 
 
 def test_final_norm_and_tied_embeddings() -> None:
@@ -70,6 +101,29 @@ def test_final_norm_and_tied_embeddings() -> None:
     assert tied.lm_head.weight is tied.tgt_embed.weight
     assert "positional.pe" not in tied.state_dict()  # the table is a non-persistent buffer
     pickle.dumps(tied)  # no lambdas on modules
+    assert make_model().lm_head.weight is not make_model().tgt_embed.weight
+    shared = Transformer(TransformerConfig.tiny(src_vocab=13, tgt_vocab=13, share_embeddings=True, tie_embeddings=True))
+    assert shared.src_embed is shared.tgt_embed and shared.lm_head.weight is shared.src_embed.weight
+    assert make_model().src_embed is not make_model().tgt_embed
+
+
+def test_lm_head_bias_follows_config_bias() -> None:
+    assert make_model().lm_head.bias is not None and make_model().lm_head.bias.shape == (13,)
+    no_bias = make_model(bias=False)
+    assert no_bias.lm_head.bias is None
+    assert all(not name.endswith("bias") for name, _ in no_bias.named_parameters())
+    src, tgt = tokens(2, 7, 11), tokens(2, 6, 13)
+    assert no_bias(src, tgt).shape == (2, 6, 13)
+
+
+def test_token_embeddings_are_initialised_with_std_inverse_sqrt_d_model() -> None:
+    model = Transformer(TransformerConfig.tiny(src_vocab=3000, tgt_vocab=2000, d_model=64, num_heads=4))
+    for embedding in (model.src_embed, model.tgt_embed):
+        std = embedding.weight.std().item()
+        assert abs(std - 64**-0.5) < 0.02 * 64**-0.5, std
+        assert abs(embedding.weight.mean().item()) < 0.005
+    # after the sqrt(d_model) scaling the embeddings have unit scale, like the positions
+    assert abs((model.src_embed.weight * 8).std().item() - 1.0) < 0.02
 
 
 # ---------------------------------------------------------------------------- forward
@@ -82,7 +136,7 @@ def test_forward_shapes_and_embedding_scale() -> None:
     assert logits.shape == (2, 6, 13)
     # the encoder's input is sqrt(d_model) * embedding + PE
     x = model.src_embed(src) * math.sqrt(30) + model.positional.pe[:7]
-    close(model.encode(src), model.encoder(x, masks.padding_mask_from_tokens(src, PAD)))
+    close(model.encode(src), model.encoder(x, mask=masks.padding_mask_from_tokens(src, PAD)))
 
 
 @pytest.mark.filterwarnings(NESTED_WARNING)
@@ -103,8 +157,8 @@ def test_stacks_match_nn_transformer(norm_first: bool, activation: str, dtype: t
     expected = ref(x, y, tgt_mask=~masks.causal_mask(6), src_key_padding_mask=src_kpm,
                    memory_key_padding_mask=src_kpm)  # fmt: skip
     src_mask = masks.from_key_padding_mask(src_kpm)  # (B, 1, 1, S), True = attend
-    memory = ours.encoder(x, src_mask)
-    close(ours.decoder(y, memory, masks.causal_mask(6), src_mask), expected)
+    memory = ours.encoder(x, mask=src_mask)
+    close(ours.decoder(y, memory, self_mask=masks.causal_mask(6), memory_mask=src_mask), expected)
     close(memory[0], ref.encoder(x, src_key_padding_mask=src_kpm)[0])
 
 
@@ -119,7 +173,7 @@ def test_stack_from_torch_without_final_norm() -> None:
     dec_ref = nn.TransformerDecoder(nn.TransformerDecoderLayer(30, 5, 44, batch_first=True), 2).eval()
     dec = Decoder.from_torch(dec_ref).eval()
     y = torch.randn(3, 4, 30)
-    close(dec(y, x, masks.causal_mask(4)), dec_ref(y, x, tgt_mask=~masks.causal_mask(4)))
+    close(dec(y, x, self_mask=masks.causal_mask(4)), dec_ref(y, x, tgt_mask=~masks.causal_mask(4)))
 
 
 def test_decoder_is_causal() -> None:
@@ -139,13 +193,17 @@ def test_encoder_padding_invariance() -> None:
     padded = torch.cat([src, torch.full((1, 3), PAD)], dim=1)  # (1, 8)
     close(model.encode(padded)[:, :5], model.encode(src))
     close(model(padded, tgt), model(src, tgt))
-    # a source that is all padding and a target starting with padding: zeros, never NaN
+    # a source that is all padding and a target starting with padding: zeros, never NaN,
+    # in a batch next to a real sequence and in a batch of its own
     empty_src, padded_tgt = torch.full((1, 4), PAD), torch.cat([torch.full((1, 1), PAD), tgt], 1)
     model.train()
-    logits = model(empty_src, padded_tgt)
-    logits.sum().backward()
-    assert torch.isfinite(logits).all()
-    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    mixed = (torch.cat([empty_src, tokens(1, 4, 11)]), torch.cat([padded_tgt, tokens(1, 7, 13)]))
+    for batch_src, batch_tgt in (mixed, (empty_src, padded_tgt)):
+        model.zero_grad()
+        logits = model(batch_src, batch_tgt)
+        logits.sum().backward()
+        assert torch.isfinite(logits).all()
+        assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
 
 
 # ---------------------------------------------------------------------------- cached decoding
@@ -156,15 +214,15 @@ def test_cached_step_logits_equal_full_recomputation(norm_first: bool) -> None:
     model = make_model(norm_first=norm_first).double()
     src, tgt = tokens(2, 7, 11, [7, 5]), tokens(2, 6, 13)
     memory, memory_mask = model.encode(src), model.src_mask(src)
-    full = model.decode(tgt, memory, memory_mask)  # (B, T, V)
+    full = model.decode(tgt, memory, memory_mask=memory_mask)  # (B, T, V)
     cache = model.new_cache()
     for t in range(6):
-        step = model.decode(tgt[:, t : t + 1], memory, memory_mask, cache=cache)  # (B, 1, V)
+        step = model.decode(tgt[:, t : t + 1], memory, memory_mask=memory_mask, cache=cache)  # (B, 1, V)
         close(step[:, 0], full[:, t])
     # two new tokens at once after a cached prefix of four
     cache = model.new_cache()
-    model.decode(tgt[:, :4], memory, memory_mask, cache=cache)
-    close(model.decode(tgt[:, 4:], memory, memory_mask, cache=cache), full[:, 4:])
+    model.decode(tgt[:, :4], memory, memory_mask=memory_mask, cache=cache)
+    close(model.decode(tgt[:, 4:], memory, memory_mask=memory_mask, cache=cache), full[:, 4:])
 
 
 def test_decoding_step_t_uses_position_t() -> None:
@@ -194,8 +252,8 @@ def test_decoding_step_t_uses_position_t() -> None:
 def test_greedy_cached_equals_uncached(norm_first: bool) -> None:
     model = make_model(norm_first=norm_first)
     src = tokens(3, 7, 11, [7, 5, 2])
-    cached = greedy_decode(model, src, BOS, EOS, max_len=12)
-    full = greedy_decode(model, src, BOS, EOS, max_len=12, use_cache=False)
+    cached = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=12)
+    full = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=12, use_cache=False)
     assert torch.equal(cached, full)
     assert cached.shape[0] == 3 and cached.shape[1] <= 12
     assert torch.all(cached[:, 0] == BOS) and not torch.any(cached[:, 1:] == PAD)
@@ -209,11 +267,11 @@ def test_greedy_stops_and_pads_after_eos() -> None:
         model.lm_head.bias[EOS] = 1.0
         model.lm_head.bias[7] = 2.0
         model.tgt_embed.weight[7] = 0.0  # after 7 the logits are the bias: 7 again
-    out = greedy_decode(model, tokens(2, 7, 11), BOS, EOS, max_len=6)
+    out = greedy_decode(model, tokens(2, 7, 11), bos_id=BOS, eos_id=EOS, max_len=6)
     assert out.tolist() == [[BOS, 7, 7, 7, 7, 7]] * 2  # runs to max_len
     with torch.no_grad():
         model.lm_head.bias[EOS] = 3.0
-    out = greedy_decode(model, tokens(2, 7, 11), BOS, EOS, max_len=6)
+    out = greedy_decode(model, tokens(2, 7, 11), bos_id=BOS, eos_id=EOS, max_len=6)
     assert out.tolist() == [[BOS, EOS]] * 2  # stops as soon as every row has finished
 
 
@@ -222,8 +280,8 @@ def test_decoding_without_pad_id_fills_with_eos() -> None:
     with torch.no_grad():
         model.lm_head.bias[EOS] = 50.0  # EOS always wins
     src = tokens(2, 7, 11)
-    assert greedy_decode(model, src, BOS, EOS, max_len=8).tolist() == [[BOS, EOS]] * 2
-    beams = beam_search(model, src, BOS, EOS, max_len=8, beam_size=3)
+    assert greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=8).tolist() == [[BOS, EOS]] * 2
+    beams = beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len=8, beam_size=3)
     assert beams.shape[1] < 8  # stopped once every beam had finished
     assert beams[:, :2].tolist() == [[BOS, EOS]] * 2 and torch.all(beams[:, 2:] == EOS)
 
@@ -247,12 +305,12 @@ def test_forward_mask_overrides() -> None:
 def test_beam_size_one_is_greedy_and_cache_does_not_matter() -> None:
     model = make_model()
     src = tokens(3, 7, 11, [7, 6, 3])
-    greedy = greedy_decode(model, src, BOS, EOS, max_len=10)
-    assert torch.equal(beam_search(model, src, BOS, EOS, max_len=10, beam_size=1), greedy)
-    beams = beam_search(model, src, BOS, EOS, max_len=10, beam_size=3)
-    assert torch.equal(beams, beam_search(model, src, BOS, EOS, max_len=10, beam_size=3, use_cache=False))
+    greedy = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=10)
+    assert torch.equal(beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len=10, beam_size=1), greedy)
+    beams = beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len=10, beam_size=3)
+    assert torch.equal(beams, beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len=10, beam_size=3, use_cache=False))
     for row in range(3):  # batched search == one source at a time
-        single = beam_search(model, src[row : row + 1], BOS, EOS, max_len=10, beam_size=3)
+        single = beam_search(model, src[row : row + 1], bos_id=BOS, eos_id=EOS, max_len=10, beam_size=3)
         assert torch.equal(single[0], beams[row, : single.shape[1]])
 
 
@@ -279,7 +337,7 @@ def test_wide_beam_finds_the_exhaustive_optimum() -> None:
     hypotheses += [list(p) for p in itertools.product([BOS, 3, 4], repeat=max_len - 1)]
     with torch.no_grad():
         best = max(hypotheses, key=lambda seq: _sequence_score(model, src, seq, alpha))
-    found = beam_search(model, src, BOS, EOS, max_len, beam_size=128, length_penalty=alpha)[0]
+    found = beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len=max_len, beam_size=128, length_penalty=alpha)[0]
     assert found.tolist()[: len(best) + 1] == [BOS, *best]
 
 
@@ -299,13 +357,54 @@ def test_transformer_rejects_bad_input() -> None:
         model(src, torch.full((2, 6), 13))
     with pytest.raises(ValueError, match=r"sequence length 65.*max_len=64"):
         model(src, tokens(2, 65, 13))
-    with pytest.raises(ValueError, match="max_len must lie in"):
-        greedy_decode(model, src, BOS, EOS, max_len=65)
+    with pytest.raises(ValueError, match=r"max_len must be an int in \[1, config.max_len=64\], got 65"):
+        greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=65)
+    with pytest.raises(ValueError, match=r"max_len must be an int in \[1, config.max_len=64\], got 0"):
+        beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len=0)
     with pytest.raises(ValueError, match="beam_size must be >= 1"):
-        beam_search(model, src, BOS, EOS, max_len=5, beam_size=0)
+        beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len=5, beam_size=0)
+    for decode in (greedy_decode, beam_search):
+        with pytest.raises(ValueError, match=r"bos_id must be an int in \[0, tgt_vocab=13\), got 13"):
+            decode(model, src, bos_id=13, eos_id=EOS, max_len=5)
+        with pytest.raises(ValueError, match=r"eos_id must be an int in \[0, tgt_vocab=13\), got -1"):
+            decode(model, src, bos_id=BOS, eos_id=-1, max_len=5)
+        with pytest.raises(ValueError, match=r"eos_id must be an int in \[0, tgt_vocab=13\), got 2.0"):
+            decode(model, src, bos_id=BOS, eos_id=2.0, max_len=5)
+        with pytest.raises(ValueError, match=r"bos_id must be an int .*got True"):
+            decode(model, src, bos_id=True, eos_id=EOS, max_len=5)
+        with pytest.raises(TypeError, match=r"positional argument"):  # ids are keyword-only
+            decode(model, src, BOS, EOS, max_len=5)
+        with pytest.raises(ValueError, match=r"src ids must lie in \[0, 11\)"):
+            decode(model, torch.full((2, 7), 11), bos_id=BOS, eos_id=EOS, max_len=5)
     with pytest.raises(ValueError, match="one DecoderCache per layer"):
         model.decode(tgt, model.encode(src), cache=[DecoderCache()])
-    with pytest.raises(ValueError, match=r"memory must have shape \(batch=2, src_len, d_model\)"):
+    with pytest.raises(ValueError, match=r"memory must have shape \(batch=2, src_len, d_model=30\) like x, got \(3, 7, 30\)"):
         model.decode(tgt, model.encode(tokens(3, 7, 11)))
     with pytest.raises(TypeError, match="nn.Transformer"):
         Transformer.from_torch(nn.Linear(2, 2), src_vocab=3, tgt_vocab=3)
+    # 0.2: masks are bool and keyword-only
+    with pytest.raises(TypeError, match=r"mask must be a bool Tensor.*bias="):
+        model(src, tgt, tgt_mask=torch.ones(6, 6))
+    with pytest.raises(TypeError, match=r"positional argument"):
+        model(src, tgt, None, torch.ones(6, 6, dtype=torch.bool))
+    with pytest.raises(TypeError, match=r"positional argument"):
+        model.decode(tgt, model.encode(src), model.src_mask(src))
+    with pytest.raises(ValueError, match=r"True means MAY attend"):
+        model(src, tgt, tgt_mask=~masks.causal_mask(6))
+
+
+@pytest.mark.filterwarnings(NESTED_WARNING)
+def test_from_torch_overrides_only_free_fields() -> None:
+    ref = nn.Transformer(30, 5, num_encoder_layers=1, num_decoder_layers=2, dim_feedforward=44, batch_first=True)
+    assert set(Transformer.FREE_FIELDS) == {"max_len", "pad_id", "tie_embeddings", "share_embeddings"}
+    ours = Transformer.from_torch(ref, src_vocab=13, tgt_vocab=13, max_len=20, pad_id=None, tie_embeddings=True,
+                                  share_embeddings=True)  # fmt: skip
+    c = ours.config
+    assert (c.max_len, c.pad_id, c.tie_embeddings, c.share_embeddings) == (20, None, True, True)
+    assert (c.d_model, c.num_heads, c.d_ff, c.num_encoder_layers, c.num_decoder_layers) == (30, 5, 44, 1, 2)
+    assert c.use_final_norm and ours.src_embed is ours.tgt_embed
+    for field, value in (("d_model", 40), ("dropout", 0.0), ("num_decoder_layers", 3), ("norm_first", True)):
+        with pytest.raises(ValueError, match=rf"\['{field}'\] are fixed by the PyTorch model; overrides may set only"):
+            Transformer.from_torch(ref, src_vocab=13, tgt_vocab=13, **{field: value})
+    with pytest.raises(TypeError, match=r"positional argument"):  # vocabularies are keyword-only
+        Transformer.from_torch(ref, 13, 13)
