@@ -27,6 +27,11 @@ def library_apply_merges(ids, merges):
     return BPETokenizer(merges).encode(bytes(ids).decode("ascii")) if ids else []
 
 
+def tuple_apply_merges(ids, merges):
+    # Correct, returning a tuple like the chapter's own merge() does.
+    return tuple(good_apply_merges(ids, merges))
+
+
 def good_longest_match(word, vocab):
     pieces, start = [], 0
     while start < len(word):
@@ -53,6 +58,7 @@ def linear_tied_logits(hidden, weight):
     [
         (exercises.check_apply_merges, good_apply_merges, 7),
         (exercises.check_apply_merges, library_apply_merges, 7),
+        (exercises.check_apply_merges, tuple_apply_merges, 7),
         (exercises.check_longest_match, good_longest_match, 6),
         (exercises.check_tied_logits, good_tied_logits, 3),
         (exercises.check_tied_logits, einsum_tied_logits, 3),
@@ -135,7 +141,7 @@ def longest_match_as_string(word, vocab):
         (exercises.check_apply_merges, merges_in_text_order, r"case 4 of 7 \(order matters.*\nHint: apply the merges in the order they were learned"),
         (exercises.check_apply_merges, merges_both_orders, r"case 2 of 7 \(the pair \(a, b\) is not the pair \(b, a\).*\nHint: a merge joins its left token"),
         (exercises.check_apply_merges, merges_right_to_left, r"case 5 of 7 \(overlapping.*\nHint: after merging a pair"),
-        (exercises.check_apply_merges, merges_ids_from_zero, r"case 1 of 7 .*first difference is at position 0"),
+        (exercises.check_apply_merges, merges_ids_from_zero, r"case 1 of 7 .*first difference is at position 0.*\nHint: merge r replaces .* 256 \+ r"),
         (exercises.check_apply_merges, merges_in_place, r"changed its input list in place"),
         (exercises.check_apply_merges, lambda ids, merges: 1 / 0, r"case 1 of 7 .*raised ZeroDivisionError"),
         (exercises.check_longest_match, shortest_match, r"case 2 of 6 \(prefer the longest.*\nHint: at each position try the longest"),
@@ -143,7 +149,8 @@ def longest_match_as_string(word, vocab):
         (exercises.check_longest_match, longest_match_as_string, r"case 1 of 6 .*expected a list of str, got str"),
         (exercises.check_tied_logits, lambda h, w: h @ w, r"case 1 of 3 .*raised RuntimeError"),
         (exercises.check_tied_logits, lambda h, w: (h @ w.T).transpose(1, 2), r"case 1 of 3 .*expected output shape \(2, 3, 7\), got \(2, 7, 3\)"),
-        (exercises.check_tied_logits, lambda h, w: torch.softmax(h @ w.T, -1), r"case 1 of 3 .*values differ"),
+        (exercises.check_tied_logits, lambda h, w: torch.softmax(h @ w.T, -1), r"case 1 of 3 .*values differ.*\nHint: .*no softmax"),
+        (exercises.check_tied_logits, lambda h, w: h @ w.T / h.shape[-1] ** 0.5, r"case 1 of 3 .*values differ.*\nHint: .*no scaling"),
     ],
 )
 def test_mistakes_get_a_diagnostic_naming_the_case(checker, bad, match):
