@@ -56,10 +56,31 @@ def k_dot_t(q, k, v, mask=None):  # k.T reverses every axis: fine unbatched, wro
     return scores.softmax(dim=-1) @ v
 
 
+def by_d_v(q, k, v, mask=None):
+    return good_sdpa(q * math.sqrt(q.shape[-1] / v.shape[-1]), k, v, mask)
+
+
+def mask_after_softmax(q, k, v, mask=None):
+    weights = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(dim=-1)
+    return (weights if mask is None else weights * mask) @ v
+
+
+def no_softmax(q, k, v, mask=None):
+    return q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) @ v
+
+
+def minus_1e9(q, k, v, mask=None):  # a correct variant: a large negative number instead of -inf
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -1e9)
+    return scores.softmax(dim=-1) @ v
+
+
 def test_correct_attention_passes(capsys):
     exercises.check_scaled_dot_product_attention(good_sdpa)
     exercises.check_scaled_dot_product_attention(torch_sdpa)  # PyTorch's own is a correct variant
-    assert capsys.readouterr().out.count("check_scaled_dot_product_attention: all 6 cases passed.") == 2
+    exercises.check_scaled_dot_product_attention(minus_1e9)
+    assert capsys.readouterr().out.count("check_scaled_dot_product_attention: all 6 cases passed.") == 3
 
 
 @pytest.mark.parametrize(
@@ -68,10 +89,13 @@ def test_correct_attention_passes(capsys):
         (no_scale, r"(?s)case 1 of 6 .*known mistake\nHint: your output is attention WITHOUT the scale"),
         (by_d_k, r"(?s)case 1 of 6 .*Hint: you divided by d_k"),
         (wrong_axis, r"(?s)case 1 of 6 .*Hint: your softmax normalises over the queries"),
-        (no_transpose, r"(?s)case 1 of 6 .*raised RuntimeError.*\nHint: the scores are q @ k\^T"),
+        (no_transpose, r"(?s)case 1 of 6 .*raised RuntimeError.*\nHint: the scores are q @ k.transpose\(-2, -1\)"),
         (flipped_mask, r"(?s)case 4 of 6 .*Hint: your mask has the wrong sign"),
         (ignores_mask, r"(?s)case 4 of 6 .*values differ.*\nHint: fill the scores where the mask is False"),
         (k_dot_t, r"(?s)case 2 of 6 .*Hint: use k.transpose\(-2, -1\)"),
+        (by_d_v, r"(?s)case 1 of 6 .*known mistake\nHint: you divided by sqrt\(d_v\)"),
+        (mask_after_softmax, r"(?s)case 4 of 6 .*known mistake\nHint: you zeroed the masked weights AFTER the softmax"),
+        (no_softmax, r"(?s)case 1 of 6 .*values differ.*\nHint: the scores are q @ k.transpose\(-2, -1\) / sqrt\(d_k\)"),
     ],
 )
 @pytest.mark.filterwarnings("ignore:The use of `x.T`")
@@ -100,6 +124,10 @@ def test_correct_layer_passes(capsys):
             r"(?s)case 1 of 3 .*Hint: you scaled by sqrt\(d_model\)",
         ),
         (lambda x, w_q, w_k, w_v, w_o: no_scale(x @ w_q, x @ w_k, x @ w_v) @ w_o, r"Hint: your output is attention WITHOUT the scale"),
+        (
+            lambda x, w_q, w_k, w_v, w_o: no_scale(x @ w_q / math.sqrt(w_v.shape[1]), x @ w_k, x @ w_v) @ w_o,
+            r"(?s)case 1 of 3 .*Hint: you scaled by sqrt\(d_v\)",
+        ),
     ],
 )
 def test_layer_mistakes_are_named(bad, match):

@@ -95,11 +95,25 @@ def _sdpa_mistakes() -> dict[str, Reference]:
         ),
         "your softmax normalises over the queries: each query's weights over the keys (the last axis "
         "of the scores) must sum to 1": lambda q, k, v, mask=None: _attention(q, k, v, mask, axis=-2),
+        "you divided by sqrt(d_v), the width of the values: d_k is the width of q and k, q.shape[-1]": (
+            lambda q, k, v, mask=None: _attention(q, k, v, mask, scale=v.shape[-1] ** -0.5)
+        ),
         "your mask has the wrong sign: True means 'may attend', so fill the scores where the mask is "
         "False with -inf": lambda q, k, v, mask=None: (
             _attention(q, k, v, mask, flip_mask=True) if mask is not None else _attention(q, k, v)
         ),
+        "you zeroed the masked weights AFTER the softmax, so the rows no longer sum to 1: fill the "
+        "masked scores with -inf BEFORE the softmax": lambda q, k, v, mask=None: (
+            _masked_after_softmax(q, k, v, mask) if mask is not None else _attention(q, k, v)
+        ),
     }
+
+
+def _masked_after_softmax(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The mistake of multiplying the weights by the mask without renormalising."""
+    q, k, v = q.double(), k.double(), v.double()
+    weights = (q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5).softmax(dim=-1)  # (..., Tq, Tk)
+    return (weights * mask) @ v  # (..., Tq, d_v)
 
 
 def check_scaled_dot_product_attention(fn: Callable[..., torch.Tensor]) -> None:
@@ -120,7 +134,10 @@ def check_scaled_dot_product_attention(fn: Callable[..., torch.Tensor]) -> None:
         [[True, False, True, True, False], [False, False, True, False, False], [True, True, True, True, False]]
     )  # (Tq=3, Tk=5): every row keeps a key and loses one
     padding = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])[:, None, :]  # (B=2, 1, Tk=6)
-    transpose_hint = "the scores are q @ k^T, of shape (..., q_len, k_len): transpose the last two axes of k"
+    transpose_hint = (
+        "the scores are q @ k.transpose(-2, -1) / sqrt(d_k), of shape (..., q_len, k_len), with d_k = q.shape[-1]; "
+        "softmax over the last axis (the keys), then @ v"
+    )
     cases = [
         _Case(
             "one sequence: q (3, 4), k (5, 4), v (5, 2)",
@@ -213,6 +230,9 @@ def check_self_attention_layer(fn: Callable[..., torch.Tensor]) -> None:
             x, *w, scale=x.shape[-1] ** -0.5
         ),
         "your output is attention WITHOUT the scale: divide the scores by sqrt(d_k)": lambda x, *w: _layer(x, *w, scale=1.0),
+        "you scaled by sqrt(d_v), the width of the values; the scale is 1 / sqrt(d_k), d_k = w_q.shape[1]": (
+            lambda x, *w: _layer(x, *w, scale=w[2].shape[1] ** -0.5)
+        ),
     }
 
     def reference(x: torch.Tensor, *w: torch.Tensor) -> torch.Tensor:
