@@ -101,6 +101,10 @@ def flat_padding(lengths, max_len):
     return torch.arange(max_len)[None, :] < lengths[:, None]  # (B, T): no broadcast dims
 
 
+def left_padding(lengths, max_len):
+    return (torch.arange(max_len)[None, :] >= max_len - lengths[:, None])[:, None, None, :]
+
+
 def float_padding(lengths, max_len):
     return good_padding(lengths, max_len).float()
 
@@ -123,6 +127,7 @@ def test_correct_padding_masks_pass(capsys):
         (shows_first_pad, r"(?s)case 1 of 3 .*Hint: your mask lets the first padding position through"),
         (flipped_padding, r"(?s)case 1 of 3 .*Hint: your mask is True at the padding"),
         (flat_padding, r"(?s)case 1 of 3 .*expected shape \(3, 1, 1, 5\), got \(3, 5\)\nHint: return shape"),
+        (left_padding, r"(?s)case 1 of 3 .*Hint: your mask is for LEFT padding"),
         (float_padding, r"(?s)expected a bool tensor, got dtype torch.float32"),
         (in_place, r"(?s)changed its input tensor in place"),
     ],
@@ -158,6 +163,23 @@ def no_head_dim(lengths, max_len):
     return good_combined(lengths, max_len)[:, 0]
 
 
+def padding_on_queries_and_keys(lengths, max_len):
+    keys = good_padding(lengths, max_len)
+    return masks.causal_mask(max_len) & keys & keys.transpose(-2, -1)
+
+
+def combined_pytorch_sign(lengths, max_len):
+    return ~good_combined(lengths, max_len)
+
+
+def combined_next_token(lengths, max_len):
+    return torch.ones(max_len, max_len, dtype=torch.bool).tril(1) & good_padding(lengths, max_len)
+
+
+def combined_value_error(lengths, max_len):  # an unnamed mistake: the upper triangle
+    return torch.ones(max_len, max_len, dtype=torch.bool).triu() & good_padding(lengths, max_len)
+
+
 def forgot_causal(lengths, max_len):
     return good_padding(lengths, max_len).expand(-1, -1, max_len, -1)
 
@@ -175,6 +197,10 @@ def test_correct_combined_masks_pass(capsys):
         (padding_on_queries, r"(?s)case 1 of 2 .*Hint: your padding hides the padded QUERIES"),
         (no_head_dim, r"(?s)case 1 of 2 .*Hint: your mask has shape \(B, T, T\)"),
         (forgot_causal, r"(?s)case 1 of 2 .*Hint: your mask has no causal part"),
+        (padding_on_queries_and_keys, r"(?s)case 1 of 2 .*Hint: your padding hides the padded QUERIES"),
+        (combined_pytorch_sign, r"(?s)case 1 of 2 .*Hint: your mask has PyTorch's sign"),
+        (combined_next_token, r"(?s)case 1 of 2 .*Hint: your causal part lets each query see the next token"),
+        (combined_value_error, r"(?s)entries differ from the reference; the first is at sequence 0, - 0, query 0, key 1"),
     ],
 )
 def test_wrong_combined_masks_are_named(bad, match):

@@ -21,9 +21,9 @@ __all__ = ["check_causal_mask", "check_combined_mask", "check_padding_mask"]
 Maker = Callable[..., torch.Tensor]
 
 _FLOAT_HINT = (
-    "return a bool tensor (True = may attend). A 0/1 float mask is not a mask: PyTorch's "
-    "scaled_dot_product_attention ADDS a float attn_mask to the scores, so the future leaks; "
-    "use .bool() or build the mask with comparisons"
+    "return a bool tensor (True = may attend). A 0/1 float or integer mask is not a boolean "
+    "mask: PyTorch's scaled_dot_product_attention ADDS a float attn_mask to the scores, so the "
+    "future leaks; use .bool() or build the mask with comparisons"
 )
 
 
@@ -38,8 +38,13 @@ def _run(
     reference: Maker,
     mistakes: dict[str, Maker],
     names: Sequence[str],
+    shape_hint: str | None = None,
 ) -> None:
-    """Call ``fn`` on every case; compare its bool mask with ``reference`` and known mistakes."""
+    """Call ``fn`` on every case; compare its bool mask with ``reference`` and known mistakes.
+
+    A wrong shape is reported with ``shape_hint`` (or the case's hint), wrong entries with the
+    case's hint.
+    """
     if not callable(fn):
         raise TypeError(f"{checker} takes your function, got {_describe(fn)}")
     for number, case in enumerate(cases, start=1):
@@ -69,7 +74,7 @@ def _run(
                 checker,
                 where,
                 f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}",
-                case.hint,
+                shape_hint or case.hint,
             )
         wrong_at = (got.cpu() != expected).nonzero()
         if len(wrong_at):
@@ -116,7 +121,7 @@ def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> None:
         "means 'may attend'": lambda n: ~_causal(n),
     }
     cases = [
-        _Case("n = 4", (4,), hint="row i (a query) is True in columns 0..i (the keys it may see)"),
+        _Case("n = 4", (4,), hint="return shape (n, n): row i (a query) is True in columns 0..i (the keys it may see)"),
         _Case("n = 1", (1,), hint="a single token may attend to itself"),
         _Case("n = 7", (7,), hint="build it for any n, e.g. from torch.arange(n) or torch.tril"),
     ]
@@ -128,8 +133,13 @@ def check_causal_mask(fn: Callable[[int], torch.Tensor]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _padding(lengths: torch.Tensor, max_len: int, shift: int = 0, flip: bool = False) -> torch.Tensor:
-    real = torch.arange(max_len)[None, :] < lengths[:, None] + shift  # (B, T)
+def _padding(
+    lengths: torch.Tensor, max_len: int, shift: int = 0, flip: bool = False, left: bool = False
+) -> torch.Tensor:
+    if left:  # the real tokens at the END of each row
+        real = torch.arange(max_len)[None, :] >= max_len - lengths[:, None]  # (B, T)
+    else:
+        real = torch.arange(max_len)[None, :] < lengths[:, None] + shift  # (B, T)
     return (~real if flip else real)[:, None, None, :]  # (B, 1, 1, T)
 
 
@@ -140,8 +150,8 @@ def check_padding_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
     result is a bool tensor of shape ``(B, 1, 1, max_len)``, True at the real tokens (keys that
     may be attended), so that it broadcasts against scores ``(B, H, q_len, max_len)``. Cases have
     ``B != max_len``, a sequence with no padding and ``max_len`` longer than every sequence.
-    Recognised mistakes: ``<=`` for ``<`` (the first pad visible), the opposite sign, a
-    ``(B, max_len)`` mask without the two broadcast dimensions, a float 0/1 mask.
+    Recognised mistakes: ``<=`` for ``<`` (the first pad visible), the opposite sign, a mask for
+    left padding, a ``(B, max_len)`` mask without the two broadcast dimensions, a float 0/1 mask.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -153,17 +163,22 @@ def check_padding_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
         "token sits at length - 1": lambda lengths, t: _padding(lengths, t, -1),
         "your mask is True at the padding: True means 'may attend', so it must be True at the real "
         "tokens (PyTorch's key_padding_mask has the opposite sign)": lambda lengths, t: _padding(lengths, t, 0, True),
+        "your mask is for LEFT padding (real tokens at the end of the row); this batch is "
+        "right-padded: the real tokens come first, positions 0 .. length - 1": (
+            lambda lengths, t: _padding(lengths, t, left=True)
+        ),
     }
     shape_hint = (
         "return shape (B, 1, 1, max_len): a (B, max_len) mask would broadcast against the scores "
         "(B, H, q_len, k_len) as if B were q_len, silently; add the dims with mask[:, None, None, :]"
     )
+    hint = "position t of sequence b is real, True, iff t < lengths[b]; build it for any max_len"
     cases = [
-        _Case("lengths [3, 1, 5], max_len 5", (torch.tensor([3, 1, 5]), 5), hint=shape_hint),
-        _Case("lengths [2, 4], max_len 7 (every sequence padded)", (torch.tensor([2, 4]), 7), hint=shape_hint),
-        _Case("lengths [6], max_len 6 (no padding)", (torch.tensor([6]), 6), hint=shape_hint),
+        _Case("lengths [3, 1, 5], max_len 5", (torch.tensor([3, 1, 5]), 5), hint=hint),
+        _Case("lengths [2, 4], max_len 7 (every sequence padded)", (torch.tensor([2, 4]), 7), hint=hint),
+        _Case("lengths [6], max_len 6 (no padding)", (torch.tensor([6]), 6), hint=hint),
     ]
-    _run("check_padding_mask", fn, cases, _padding, mistakes, ("sequence", "-", "-", "position"))
+    _run("check_padding_mask", fn, cases, _padding, mistakes, ("sequence", "-", "-", "position"), shape_hint)
 
 
 # --------------------------------------------------------------------------------------------
@@ -184,6 +199,10 @@ def _combined(lengths: torch.Tensor, max_len: int, *, mistake: str = "") -> torc
         return causal.expand(len(lengths), 1, max_len, max_len)  # (B, 1, T, T)
     if mistake == "no heads":
         return (causal & keys)[:, 0]  # (B, T, T)
+    if mistake == "sign":
+        return ~(causal & keys)  # (B, 1, T, T): True = ignore
+    if mistake == "next token":
+        return _causal(max_len, 1) & keys  # (B, 1, T, T): the diagonal off by one
     return causal & keys  # (B, 1, T, T)
 
 
@@ -193,8 +212,8 @@ def check_combined_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None
     The result is a bool tensor of shape ``(B, 1, max_len, max_len)``: query ``i`` of sequence
     ``b`` may attend key ``j`` iff ``j <= i`` (causal) and ``j < lengths[b]`` (a real token). Cases
     have ``B != max_len``. Recognised mistakes: OR instead of AND, the padding applied to the
-    queries instead of the keys, the causal part or the padding part missing, a ``(B, T, T)``
-    result without the head dimension.
+    queries instead of the keys, the causal part or the padding part missing, PyTorch's opposite
+    sign, a causal diagonal off by one, a ``(B, T, T)`` result without the head dimension.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -204,8 +223,9 @@ def check_combined_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None
         "otherwise padding leaks through the causal part and the future through the padding part": (
             lambda lengths, t: _combined(lengths, t, mistake="or")
         ),
-        "your padding hides the padded QUERIES (rows) instead of the padded KEYS (columns): a "
-        "padding mask is (B, 1, 1, T), so it broadcasts over the query axis": (
+        "your padding hides the padded QUERIES (rows), alone or with the keys: each padded query "
+        "is then left with nothing to attend to (section 5.7: NaN in naive code). Hide the padded "
+        "KEYS (columns) only: a padding mask is (B, 1, 1, T), so it broadcasts over the query axis": (
             lambda lengths, t: _combined(lengths, t, mistake="queries")
         ),
         "your mask has no causal part: each query may also see later tokens": (
@@ -214,6 +234,11 @@ def check_combined_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None
         "your mask has no padding part: queries may attend to padded keys": (
             lambda lengths, t: _combined(lengths, t, mistake="no padding")
         ),
+        "your mask has PyTorch's sign (True = ignore); in this book True means 'may attend'": (
+            lambda lengths, t: _combined(lengths, t, mistake="sign")
+        ),
+        "your causal part lets each query see the next token too (j <= i + 1, a diagonal off by "
+        "one): allow j <= i": (lambda lengths, t: _combined(lengths, t, mistake="next token")),
         "your mask has shape (B, T, T): against scores (B, H, T, T) the batch axis would be "
         "read as the heads axis; keep a head dimension of size 1, (B, 1, T, T)": (
             lambda lengths, t: _combined(lengths, t, mistake="no heads")
