@@ -29,6 +29,18 @@ def good_head_mask(x, head_mask):
     return (x.unflatten(-1, (heads, -1)) * head_mask[:, None]).flatten(-2)
 
 
+def split_reshape_permute(x, num_heads):  # another correct way
+    return x.reshape(x.shape[0], x.shape[1], num_heads, -1).permute(0, 2, 1, 3)
+
+
+def merge_contiguous_view(x):  # another correct way
+    return x.transpose(1, 2).contiguous().view(x.shape[0], x.shape[2], -1)
+
+
+def mask_repeat_interleave(x, head_mask):  # another correct way
+    return x * head_mask.repeat_interleave(x.shape[-1] // head_mask.shape[0])
+
+
 @pytest.mark.parametrize(
     "checker, solution, cases",
     [
@@ -37,6 +49,9 @@ def good_head_mask(x, head_mask):
         (exercises.check_merge_heads, good_merge, 3),
         (exercises.check_merge_heads, good_merge_cat, 3),
         (exercises.check_head_mask, good_head_mask, 3),
+        (exercises.check_split_heads, split_reshape_permute, 3),
+        (exercises.check_merge_heads, merge_contiguous_view, 3),
+        (exercises.check_head_mask, mask_repeat_interleave, 3),
     ],
 )
 def test_correct_solutions_pass_and_say_so(checker, solution, cases, capsys):
@@ -70,6 +85,18 @@ def merge_sum_heads(x):
 
 def merge_wrong_order(x):
     return x.permute(0, 2, 3, 1).reshape(x.shape[0], x.shape[2], -1)  # features interleaved
+
+
+def split_heads_reversed(x, num_heads):  # right shape, heads in the wrong order
+    return good_split(x, num_heads).flip(1)
+
+
+def merge_heads_reversed(x):  # last head first
+    return torch.cat(x.flip(1).unbind(dim=1), dim=-1)
+
+
+def mask_flipped(x, head_mask):  # the factors of the wrong heads
+    return good_head_mask(x, head_mask.flip(0))
 
 
 def mask_interleaved(x, head_mask):
@@ -111,6 +138,21 @@ def mask_in_place(x, head_mask):
             r"case 1 of 3 .*expected output shape \(2, 5, 12\), got \(2, 5, 4\)",
         ),
         (exercises.check_merge_heads, merge_wrong_order, r"case 1 of 3 .*values differ"),
+        (
+            exercises.check_split_heads,
+            split_heads_reversed,
+            r"(?s)case 1 of 3 .*head 0 must get the first",
+        ),
+        (
+            exercises.check_merge_heads,
+            merge_heads_reversed,
+            r"(?s)case 1 of 3 .*head 0 comes first",
+        ),
+        (
+            exercises.check_head_mask,
+            mask_flipped,
+            r"(?s)case 1 of 3 .*multiplied by head_mask\[i\]",
+        ),
         (
             exercises.check_head_mask,
             mask_interleaved,

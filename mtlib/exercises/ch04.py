@@ -40,7 +40,8 @@ def check_split_heads(fn: Callable[..., torch.Tensor]) -> None:
             f"B={b}, T={t}, h={h}, d_head={dh} (d_model={h * dh})",
             (torch.randn(b, t, h * dh, generator=g), h),
             hint="view as (B, T, h, d_head) first, then swap the T and h axes; "
-            "a view straight to (B, h, T, d_head) has the right shape but mixes tokens",
+            "a view straight to (B, h, T, d_head) has the right shape but mixes tokens, "
+            "and head 0 must get the first d_head features",
         )
         for b, t, h, dh in _SIZES
     ]
@@ -67,7 +68,7 @@ def check_merge_heads(fn: Callable[..., torch.Tensor]) -> None:
             f"B={b}, h={h}, T={t}, d_head={dh}",
             (torch.randn(b, h, t, dh, generator=g),),
             hint="swap the h and T axes back first (transpose), then reshape: "
-            "a reshape alone concatenates tokens instead of heads",
+            "a reshape alone concatenates tokens instead of heads; head 0 comes first",
         )
         for b, t, h, dh in _SIZES
     ]
@@ -95,9 +96,10 @@ def check_head_mask(fn: Callable[..., torch.Tensor]) -> None:
     g = torch.Generator().manual_seed(6)
     cases = [
         _Case(
-            "h=3 heads of d_head=4, remove head 1",
-            (torch.randn(2, 5, 12, generator=g), torch.tensor([1.0, 0.0, 1.0])),
-            hint="head i owns a contiguous block of d_head features, not every h-th feature",
+            "h=3 heads of d_head=4, remove head 0",
+            (torch.randn(2, 5, 12, generator=g), torch.tensor([0.0, 1.0, 1.0])),
+            hint="head i owns a contiguous block of d_head features, not every h-th feature: "
+            "features i * d_head to (i + 1) * d_head - 1, multiplied by head_mask[i] itself",
         ),
         _Case(
             "h=4 heads of d_head=2, keep only head 3",
