@@ -72,7 +72,7 @@ def _compare(
             checker,
             where,
             f"expected output shape {tuple(expected.shape)}, got {tuple(got.shape)}",
-            "check which dimension you reduce over",
+            "compare the shapes: a dimension reduced over, missing, extra or in the wrong order",
         )
     if not got.is_floating_point():
         raise _fail(checker, where, f"expected a floating-point tensor, got dtype {got.dtype}")
