@@ -147,6 +147,25 @@ def test_masked_keys_get_exactly_zero_weight() -> None:
     close(with_bias, masked_softmax(scores + bias, mask=mask))
 
 
+@pytest.mark.parametrize("fused", [False, True])
+def test_masked_keys_lose_even_to_a_score_below_minus_1e9(fused: bool) -> None:
+    """Masked scores are -inf, not a large negative number: with a bias of -1e10 on every key
+    and one allowed key per query, a -1e9 fill would hand the masked keys all the weight."""
+    allowed = torch.tensor([(2 * i + 1) % TK for i in range(TQ)])  # one key per query
+    mask = torch.zeros(TQ, TK, dtype=torch.bool)
+    mask[torch.arange(TQ), allowed] = True
+    bias = torch.full((TQ, TK), -1e10)
+    q, k, v = torch.randn(B, H, TQ, 4), torch.randn(B, H, TK, 4), torch.randn(B, H, TK, 6)
+    out, weights = scaled_dot_product_attention(q, k, v, mask=mask, bias=bias, return_weights=True)
+    assert torch.equal(weights, mask.float().expand(B, H, TQ, TK))  # exactly one-hot
+    close(out, v[:, :, allowed])
+    mha = MultiHeadAttention(D, H)
+    mha.fused = fused
+    x = torch.randn(B, TK, D)
+    expected = mha.out_proj(mha.v_proj(x)[:, allowed])  # each query copies its key's value
+    close(mha(x[:, :TQ], x, mask=mask, bias=bias)[0], expected)
+
+
 @pytest.mark.parametrize("kind", ["bool", "float", "both"])
 def test_sdpa_fully_masked_row_gives_zeros_and_finite_grads(kind: str) -> None:
     q = torch.randn(B, H, TQ, 4, requires_grad=True)

@@ -295,12 +295,46 @@ def test_decoder_block_is_causal() -> None:
 # ---------------------------------------------------------------------------- training, gradients
 
 
-def test_dropout_only_in_training() -> None:
-    block = EncoderBlock(config(dropout=0.5))
-    x = torch.randn(B, S, D)
-    assert not torch.allclose(block.train()(x), block(x))
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("kind", ["encoder", "decoder"])
+def test_dropout_only_in_training(kind: str, norm_first: bool) -> None:
+    """Training mode drops (two calls differ); eval mode is exactly the dropout-free block."""
+    def build(dropout: float) -> nn.Module:
+        torch.manual_seed(1)
+        cls = EncoderBlock if kind == "encoder" else DecoderBlock
+        return randomize_(cls(config(dropout=dropout, norm_first=norm_first)))
+
+    block, no_dropout = build(0.5), build(0.0).eval()
+    x, memory = torch.randn(B, T, D), torch.randn(B, S, D)
+    args = (x,) if kind == "encoder" else (x, memory)
+    block.train()
+    assert not torch.allclose(block(*args), block(*args))  # dropout is active...
     block.eval()
-    close(block(x), block(x))
+    torch.testing.assert_close(block(*args), no_dropout(*args), rtol=0, atol=0)  # ...and then off
+
+
+class _DropAll(nn.Module):
+    """A residual dropout that drops everything: what is left is the residual path alone."""
+
+    def forward(self, h: Tensor) -> Tensor:
+        return torch.zeros_like(h)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_residual_dropout_wraps_each_whole_sublayer(norm_first: bool) -> None:
+    """x + dropout(sublayer(.)): a residual dropout that drops everything leaves the input
+    (Pre-LN) or its normalisation (Post-LN), in both blocks."""
+    enc = randomize_(EncoderBlock(config(norm_first=norm_first))).eval()
+    dec = randomize_(DecoderBlock(config(norm_first=norm_first))).eval()
+    enc.dropout1, enc.dropout2 = _DropAll(), _DropAll()
+    dec.dropout1, dec.dropout2, dec.dropout3 = _DropAll(), _DropAll(), _DropAll()
+    x, memory = torch.randn(B, T, D), torch.randn(B, S, D)
+    if norm_first:
+        close(enc(x), x)
+        close(dec(x, memory), x)
+    else:
+        close(enc(x), enc.norm2(enc.norm1(x)))
+        close(dec(x, memory), dec.norm3(dec.norm2(dec.norm1(x))))
 
 
 def test_blocks_gradcheck_float64() -> None:

@@ -6,7 +6,11 @@ import socket
 import pytest
 
 
-@pytest.mark.skipif(os.environ.get("MTLIB_OFFLINE") != "1", reason="only meaningful inside tests/run_all.sh's unshare -n")
+@pytest.mark.skipif(
+    os.environ.get("MTLIB_OFFLINE") != "1",
+    reason="runs only inside tests/run_all.sh, which cuts the network (unshare -n) and sets "
+    "MTLIB_OFFLINE=1; outside it the network is up, so there is nothing to prove",
+)
 def test_the_network_is_really_cut():
     with pytest.raises(OSError):
         socket.create_connection(("151.101.0.223", 443), timeout=3)  # a public address (PyPI's CDN)

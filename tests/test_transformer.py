@@ -144,7 +144,8 @@ def test_forward_shapes_and_embedding_scale() -> None:
 @pytest.mark.parametrize(("norm_first", "activation"), [(False, "relu"), (True, "gelu")])
 def test_stacks_match_nn_transformer(norm_first: bool, activation: str, dtype: torch.dtype) -> None:
     ref = nn.Transformer(30, 5, num_encoder_layers=2, num_decoder_layers=3, dim_feedforward=44,
-                         activation=activation, norm_first=norm_first, batch_first=True)  # fmt: skip
+                         activation=activation, norm_first=norm_first, batch_first=True,
+                         layer_norm_eps=0.1)  # every LayerNorm, the final ones too, must read it
     with torch.no_grad():  # PyTorch initialises biases to 0: make every copy visible
         for name, p in ref.named_parameters():
             if name.endswith("bias"):
@@ -256,7 +257,30 @@ def test_greedy_cached_equals_uncached(norm_first: bool) -> None:
     full = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=12, use_cache=False)
     assert torch.equal(cached, full)
     assert cached.shape[0] == 3 and cached.shape[1] <= 12
-    assert torch.all(cached[:, 0] == BOS) and not torch.any(cached[:, 1:] == PAD)
+    assert torch.all(cached[:, 0] == BOS)
+    for row in cached.tolist():  # PAD only after EOS (a row that stops early is padded)
+        end = row.index(EOS) + 1 if EOS in row else len(row)
+        assert PAD not in row[:end] and set(row[end:]) <= {PAD}
+
+
+def test_greedy_padded_batch_equals_each_source_alone() -> None:
+    """Padding changes nothing: each padded source decodes exactly as it does alone, and a row
+    that has emitted EOS is padded while the others go on."""
+    model = make_model()
+    with torch.no_grad():
+        model.lm_head.bias[EOS] += 1.0  # the rows finish at different steps
+    lengths = [7, 5, 3, 6]
+    src = tokens(4, 7, 11, lengths)
+    for use_cache in (True, False):
+        batched = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=12, use_cache=use_cache)
+        ends = set()
+        for row, n in enumerate(lengths):
+            alone = greedy_decode(model, src[row : row + 1, :n], bos_id=BOS, eos_id=EOS, max_len=12)[0]
+            assert alone[-1] == EOS  # it finished...
+            assert batched[row, : len(alone)].tolist() == alone.tolist()  # ...the same way
+            assert torch.all(batched[row, len(alone) :] == PAD)  # and was padded afterwards
+            ends.add(len(alone))
+        assert len(ends) > 1 and batched.shape[1] == max(ends)
 
 
 def test_greedy_stops_and_pads_after_eos() -> None:
@@ -323,13 +347,16 @@ def _sequence_score(model: Transformer, src: Tensor, seq: list[int], alpha: floa
     return float(log_p) / ((5 + len(seq)) / 6) ** alpha
 
 
-def test_wide_beam_finds_the_exhaustive_optimum() -> None:
-    """With more beams than hypotheses, beam search is exhaustive search."""
+@pytest.mark.parametrize(("eos_bias", "penalty_decides"), [(1.0, False), (-1.0, True)])
+def test_wide_beam_finds_the_exhaustive_optimum(eos_bias: float, penalty_decides: bool) -> None:
+    """With more beams than hypotheses, beam search is exhaustive search. With EOS favoured the
+    optimum is [EOS] (length 1, where the penalty is 1 for every alpha); with EOS disfavoured it
+    is four tokens long, and the penalty's sign decides it."""
     model = Transformer(TransformerConfig.tiny(src_vocab=9, tgt_vocab=5, d_model=12, num_heads=3,
                                                d_ff=20, num_encoder_layers=1,
                                                num_decoder_layers=1)).eval()  # fmt: skip
     with torch.no_grad():
-        model.lm_head.bias[EOS] = 1.0  # make early stops competitive
+        model.lm_head.bias[EOS] = eos_bias  # how competitive early stops are
     src, alpha, max_len = tokens(1, 6, 9), 0.6, 5  # up to 4 generated tokens
     hypotheses = []
     for n in range(1, max_len):  # every sequence over {BOS, 3, 4} then EOS, or unfinished
@@ -339,6 +366,10 @@ def test_wide_beam_finds_the_exhaustive_optimum() -> None:
         best = max(hypotheses, key=lambda seq: _sequence_score(model, src, seq, alpha))
     found = beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len=max_len, beam_size=128, length_penalty=alpha)[0]
     assert found.tolist()[: len(best) + 1] == [BOS, *best]
+    if penalty_decides:  # with the penalty's sign flipped, the optimum would be another one
+        with torch.no_grad():
+            flipped = max(hypotheses, key=lambda seq: _sequence_score(model, src, seq, -alpha))
+        assert len(best) == 4 and flipped != best
 
 
 # ---------------------------------------------------------------------------- bad input

@@ -89,6 +89,11 @@ def test_explorer_rejects_bad_input(args, kwargs, error, match):
 
 
 def test_set_style_is_idempotent():
-    viz.set_style()
-    viz.set_style()
-    assert matplotlib.rcParams["image.cmap"] == viz.ATTENTION_CMAP
+    with matplotlib.rc_context():  # leave the other tests' style alone
+        matplotlib.rcdefaults()
+        viz.set_style()
+        once = dict(matplotlib.rcParams)
+        viz.set_style()
+        assert dict(matplotlib.rcParams) == once  # a second call changes nothing at all
+        assert once != dict(matplotlib.rcParamsDefault)  # and the first one did something
+        assert once["image.cmap"] == viz.ATTENTION_CMAP and once["figure.dpi"] == 150

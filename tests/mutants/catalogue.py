@@ -1,0 +1,586 @@
+"""The bug zoo: realistic one-spot bugs in mtlib that the unit tests must catch.
+
+Each :class:`Mutant` replaces ``original`` (an exact snippet that must occur exactly once in
+``file``) by ``replacement``. ``python -m tests.mutants`` applies each mutant alone to a scratch
+copy of the repository and runs the test files of :data:`MODULE_TESTS` for that file (or the
+mutant's own ``tests``); a mutant is *killed* when a test fails. A mutant that cannot change any
+result (an *equivalent* mutant) says why in ``equivalent``; it is run too, and must survive.
+
+To add one, see CONTRIBUTING.md, "How to add a mutant": copy an entry, keep the edit minimal and
+realistic, describe the bug in one line, run ``python -m tests.mutants ID``, and if it survives,
+write the test that kills it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str  # short and stable: the module's letter and a number (A = attention, ...)
+    file: str  # path from the repository root
+    original: str  # exact snippet; must occur exactly once in ``file``
+    replacement: str  # what the bug looks like
+    description: str  # the bug, in one line
+    equivalent: str | None = None  # why no test can kill it; None for a real bug
+    tests: tuple[str, ...] | None = None  # test files to run instead of MODULE_TESTS[file]
+
+
+#: The test files run for a mutant of each module, most specific first (``-x`` stops at the
+#: first failure). Later modules import earlier ones, so their tests come too.
+MODULE_TESTS: dict[str, tuple[str, ...]] = {
+    "mtlib/masks.py": (
+        "tests/test_masks.py",
+        "tests/test_attention.py",
+        "tests/test_api_traps.py",
+        "tests/test_transformer.py",
+    ),
+    "mtlib/attention.py": (
+        "tests/test_attention.py",
+        "tests/test_api_traps.py",
+        "tests/test_masks.py",
+        "tests/test_blocks.py",
+        "tests/test_transformer.py",
+    ),
+    "mtlib/positional.py": (
+        "tests/test_positional.py",
+        "tests/test_api_traps.py",
+        "tests/test_attention.py",
+        "tests/test_transformer.py",
+    ),
+    "mtlib/loading.py": (
+        "tests/test_loading.py",
+        "tests/test_attention.py",
+        "tests/test_blocks.py",
+        "tests/test_transformer.py",
+    ),
+    "mtlib/blocks.py": ("tests/test_blocks.py", "tests/test_transformer.py"),
+    "mtlib/transformer.py": ("tests/test_transformer.py", "tests/test_api_traps.py"),
+}
+
+_ATT, _MASKS, _POS = "mtlib/attention.py", "mtlib/masks.py", "mtlib/positional.py"
+_BLOCKS, _TRF, _LOAD = "mtlib/blocks.py", "mtlib/transformer.py", "mtlib/loading.py"
+
+MUTANTS: list[Mutant] = [
+    # ---------------------------------------------------------------- attention.py (chapter 3-5)
+    Mutant(
+        "A01", _ATT,
+        "scores = (q @ k.transpose(-2, -1)) * scale  # (..., Tq, Tk)",
+        "scores = q @ k.transpose(-2, -1)  # (..., Tq, Tk)",
+        "scaling dropped: softmax(Q K^T) V, saturating the softmax as d_k grows",
+    ),
+    Mutant(
+        "A02", _ATT,
+        "scale = q.shape[-1] ** -0.5 if scale is None else scale",
+        "scale = q.shape[-1] ** -1.0 if scale is None else scale",
+        "scaled by 1/d_k instead of 1/sqrt(d_k)",
+    ),
+    Mutant(
+        "A03", _ATT,
+        "scale = q.shape[-1] ** -0.5 if scale is None else scale",
+        "scale = q.shape[-1] ** 0.5 if scale is None else scale",
+        "multiplied by sqrt(d_k) instead of divided",
+    ),
+    Mutant(
+        "A04", _ATT,
+        "return scores.softmax(dim=-1)  # (..., Tq, Tk)",
+        "return scores.softmax(dim=-2)  # (..., Tq, Tk)",
+        "softmax over the queries (dim=-2) instead of the keys, unmasked path",
+    ),
+    Mutant(
+        "A05", _ATT,
+        "weights = scores.masked_fill(empty, 0.0).softmax(dim=-1)",
+        "weights = scores.masked_fill(empty, 0.0).softmax(dim=-2)",
+        "softmax over the queries (dim=-2) instead of the keys, masked path",
+    ),
+    Mutant(
+        "A06", _ATT,
+        "scores = scores.masked_fill(~mask, NEG_INF)  # (..., Tq, Tk)",
+        "scores = scores.masked_fill(mask, NEG_INF)  # (..., Tq, Tk)",
+        "mask inverted: the allowed keys are the ones hidden",
+    ),
+    Mutant(
+        "A07", _ATT,
+        "    if mask is not None:\n        scores = scores.masked_fill(~mask, NEG_INF)",
+        "    if mask is not None:\n        return scores.softmax(dim=-1).masked_fill(~mask, 0.0)",
+        "mask applied after the softmax: rows no longer sum to 1",
+    ),
+    Mutant(
+        "A08", _ATT,
+        'NEG_INF = float("-inf")',
+        "NEG_INF = -1e9",
+        "masked scores filled with -1e9 instead of -inf (a score below -1e9 then beats them)",
+    ),
+    Mutant(
+        "A09", _ATT,
+        "scores = scores.masked_fill(~mask, NEG_INF)  # (..., Tq, Tk)",
+        "scores = scores.masked_fill(~mask, -1e9)  # (..., Tq, Tk)",
+        "-1e9 fill where the empty-row test looks for -inf: fully masked rows get uniform weights",
+    ),
+    Mutant(
+        "A10", _ATT,
+        "return weights.masked_fill(empty, 0.0)  # (..., Tq, Tk), fully masked rows -> 0",
+        "return weights  # (..., Tq, Tk)",
+        "empty rows not zeroed: a query with nothing to attend to averages every value",
+    ),
+    Mutant(
+        "A11", _ATT,
+        "weights = scores.masked_fill(empty, 0.0).softmax(dim=-1)",
+        "weights = scores.softmax(dim=-1)",
+        "empty rows zeroed only after a NaN softmax: the output is 0 but the gradients are NaN",
+    ),
+    Mutant(
+        "A12", _ATT,
+        "return out.masked_fill(empty, 0.0)  # (B, H, Tq, Dh)",
+        "return out  # (B, H, Tq, Dh)",
+        "fused path: empty rows not zeroed (the kernel averages every value)",
+    ),
+    Mutant(
+        "A13", _ATT,
+        "x = x.transpose(1, 2)  # (B, T, H, Dh)\n        return x.reshape(batch, length, self.d_model)",
+        "return x.reshape(batch, length, self.d_model)",
+        "heads merged without transposing back: (B, H, T, Dh) reshaped straight to (B, T, d)",
+    ),
+    Mutant(
+        "A14", _ATT,
+        "x = x.view(batch, length, self.num_heads, self.head_dim)  # (B, T, H, Dh)\n"
+        "        return x.transpose(1, 2)  # (B, H, T, Dh)",
+        "return x.view(batch, self.num_heads, length, self.head_dim)  # (B, H, T, Dh)",
+        "heads split with a view instead of view + transpose: tokens and heads mixed up",
+    ),
+    Mutant(
+        "A15", _ATT,
+        "k = torch.cat([self.k, k], dim=2)  # (B, H, T_cached + T_new, Dh)\n"
+        "            v = torch.cat([self.v, v], dim=2)  # (B, H, T_cached + T_new, Dh)",
+        "pass  # new keys and values replace the cached ones",
+        "KV cache not appended: each step sees only its own token",
+    ),
+    Mutant(
+        "A16", _ATT,
+        "past = 0 if cache is None or cache.static else cache.length  # positions already cached",
+        "past = 0 if cache is None or cache.static else cache.length + 1",
+        "KV-cache position offset off by one: RoPE rotates the new token one position too far",
+    ),
+    Mutant(
+        "A17", _ATT,
+        'k = self.rotary.rotate(k, layout="BHTD", offset=past)  # new keys at their positions',
+        'k = self.rotary.rotate(k, layout="BHTD")  # new keys at their positions',
+        "RoPE: cached decoding rotates every new key as if at position 0",
+    ),
+    Mutant(
+        "A18", _ATT,
+        "dropout_p = self.dropout if self.training else 0.0",
+        "dropout_p = self.dropout",
+        "attention dropout left on at evaluation time",
+    ),
+    Mutant(
+        "A19", _ATT,
+        "scores = self.score_proj(torch.tanh(q + k)).squeeze(-1)  # (B, Tq, Tk)",
+        "scores = self.score_proj(q + k).squeeze(-1)  # (B, Tq, Tk)",
+        "additive attention without tanh: linear, so the query no longer changes the weights",
+    ),
+    Mutant(
+        "A20", _ATT,
+        "weights = self.dropout(masked_softmax(scores, mask=mask))  # (B, Tq, Tk)",
+        "weights = self.dropout(masked_softmax(scores))  # (B, Tq, Tk)",
+        "additive attention ignores its mask",
+    ),
+    Mutant(
+        "A21", _ATT,
+        "if self.static:\n                return self.k, self.v",
+        "if False:\n                return self.k, self.v",
+        "cross-attention (static) cache appended to at every step instead of reused",
+    ),
+    Mutant(
+        "A22", _ATT,
+        "scores = (q @ k.transpose(-2, -1)) * scale  # (..., Tq, Tk)",
+        "scores = (q @ k.mT) * scale  # (..., Tq, Tk)",
+        "k.mT instead of k.transpose(-2, -1)",
+        equivalent="k.mT is defined as k.transpose(-2, -1): the same tensor, not a bug",
+    ),
+    Mutant(
+        "A23", _ATT,
+        "weights = scores.masked_fill(empty, 0.0).softmax(dim=-1)",
+        "weights = scores.masked_fill(empty, 1.0).softmax(dim=-1)",
+        "empty rows made finite with 1.0 instead of 0.0 before the softmax",
+        equivalent="any finite constant row gives the same uniform softmax, and those rows are "
+        "zeroed afterwards with no gradient through them",
+    ),
+    # ------------------------------------------------------------------- masks.py (chapter 5)
+    Mutant(
+        "M01", _MASKS,
+        "return ones.tril(diagonal=k_len - q_len)  # (Tq, Tk)",
+        "return ones.tril(diagonal=k_len - q_len + 1)  # (Tq, Tk)",
+        "causal mask off by one above the diagonal: each query sees the next token",
+    ),
+    Mutant(
+        "M02", _MASKS,
+        "return ones.tril(diagonal=k_len - q_len)  # (Tq, Tk)",
+        "return ones.tril(diagonal=k_len - q_len - 1)  # (Tq, Tk)",
+        "causal mask off by one below the diagonal: a query cannot see its own token",
+    ),
+    Mutant(
+        "M03", _MASKS,
+        "return ones.tril(diagonal=k_len - q_len)  # (Tq, Tk)",
+        "return ones.tril()  # (Tq, Tk)",
+        "causal mask top-left aligned: with a KV cache the new queries lose the cached keys",
+    ),
+    Mutant(
+        "M04", _MASKS,
+        "mask = positions < lengths[:, None]  # (B, T)",
+        "mask = positions <= lengths[:, None]  # (B, T)",
+        "padding mask off by one: the first padding token is attended to",
+    ),
+    Mutant(
+        "M05", _MASKS,
+        "mask = positions < lengths[:, None]  # (B, T)",
+        "mask = positions >= lengths[:, None]  # (B, T)",
+        "padding mask inverted: only the padding is attended to",
+    ),
+    Mutant(
+        "M06", _MASKS,
+        "return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T)",
+        "return (tokens == pad_id)[:, None, None, :]  # (B, 1, 1, T)",
+        "padding mask from tokens with the wrong sign",
+    ),
+    Mutant(
+        "M07", _MASKS,
+        "return ~key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk), True = may attend",
+        "return key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk), True = may attend",
+        "PyTorch's key_padding_mask (True = ignore) used without flipping the sign",
+    ),
+    Mutant(
+        "M08", _MASKS,
+        "return ~attn_mask  # (Tq, Tk)",
+        "return attn_mask  # (Tq, Tk)",
+        "PyTorch's attn_mask (True = ignore) used without flipping the sign",
+    ),
+    Mutant(
+        "M09", _MASKS,
+        "return ~attn_mask.reshape(bh // num_heads, num_heads, q_len, k_len)",
+        "return ~attn_mask.reshape(num_heads, bh // num_heads, q_len, k_len).transpose(0, 1)",
+        "PyTorch's (B*H, Tq, Tk) attn_mask split heads-major instead of batch-major",
+    ),
+    Mutant(
+        "M10", _MASKS,
+        "out = out & m  # broadcast",
+        "out = out | m  # broadcast",
+        "masks combined with OR: padding OR causal lets padded keys and the future through",
+    ),
+    Mutant(
+        "M11", _MASKS,
+        'return bias.masked_fill(~mask, float("-inf"))',
+        'return bias.masked_fill(mask, float("-inf"))',
+        "boolean mask turned into a bias with the wrong sign",
+    ),
+    # ------------------------------------------------------------- positional.py (chapter 6)
+    Mutant(
+        "P01", _POS,
+        "pe[:, 0::2] = torch.sin(angles)\n    pe[:, 1::2] = torch.cos(angles)",
+        "pe[:, 0::2] = torch.cos(angles)\n    pe[:, 1::2] = torch.sin(angles)",
+        "sinusoidal encoding: sin and cos swapped",
+    ),
+    Mutant(
+        "P02", _POS,
+        "angles = pos / base ** (two_i / d_model)  # (L, d/2)",
+        "angles = pos / base ** (two_i / 2 / d_model)  # (L, d/2)",
+        "sinusoidal encoding: frequency exponent i/d instead of 2i/d",
+    ),
+    Mutant(
+        "P03", _POS,
+        "angles = pos / base ** (two_i / d_model)  # (L, d/2)",
+        "angles = pos * base ** (two_i / d_model)  # (L, d/2)",
+        "sinusoidal encoding: exponent sign flipped (wavelengths shrink instead of grow)",
+    ),
+    Mutant(
+        "P04", _POS,
+        "pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (L, 1)",
+        "pos = torch.arange(1, max_len + 1, dtype=torch.float64)[:, None]  # (L, 1)",
+        "positions counted from 1 instead of 0",
+    ),
+    Mutant(
+        "P05", _POS,
+        "pe = self.pe[offset : offset + x.shape[1]].to(x.dtype)  # (T, d_model)",
+        "pe = self.pe[: x.shape[1]].to(x.dtype)  # (T, d_model)",
+        "sinusoidal encoding ignores the decode offset: every cached step is position 0",
+    ),
+    Mutant(
+        "P06", _POS,
+        "positions = torch.arange(offset, offset + x.shape[1], device=x.device)  # (T,)",
+        "positions = torch.arange(x.shape[1], device=x.device)  # (T,)",
+        "learned encoding ignores the decode offset",
+    ),
+    Mutant(
+        "P07", _POS,
+        "return torch.cat([-second, first], dim=-1)  # (..., Dh)",
+        "return torch.cat([second, -first], dim=-1)  # (..., Dh)",
+        "RoPE (rotate-half) rotates by -angle: the sign of the 90-degree rotation flipped",
+    ),
+    Mutant(
+        "P08", _POS,
+        "return torch.stack([-pairs[..., 1], pairs[..., 0]], dim=-1).flatten(-2)",
+        "return torch.stack([pairs[..., 1], -pairs[..., 0]], dim=-1).flatten(-2)",
+        "RoPE (interleaved) rotates by -angle",
+    ),
+    Mutant(
+        "P09", _POS,
+        "angles = torch.cat([angles, angles], dim=-1)  # (L, Dh): t0 t1 ... t0 t1 ...",
+        "angles = angles.repeat_interleave(2, dim=-1)  # (L, Dh)",
+        "RoPE: rotate-half pairing with the interleaved angle table (channel pairs get "
+        "different angles)",
+    ),
+    Mutant(
+        "P10", _POS,
+        "cos = self.cos[offset : offset + seq_len].to(x.dtype)  # (T, Dh)\n"
+        "        sin = self.sin[offset : offset + seq_len].to(x.dtype)  # (T, Dh)",
+        "cos = self.cos[:seq_len].to(x.dtype)  # (T, Dh)\n"
+        "        sin = self.sin[:seq_len].to(x.dtype)  # (T, Dh)",
+        "RoPE ignores the offset",
+    ),
+    Mutant(
+        "P11", _POS,
+        "return [start * start**i for i in range(n)]",
+        "return [start * start**i for i in reversed(range(n))]",
+        "ALiBi slopes reversed across heads",
+    ),
+    Mutant(
+        "P12", _POS,
+        "return -slopes[None, :, None, None] * distance  # (1, H, Tq, Tk)",
+        "return slopes[None, :, None, None] * distance  # (1, H, Tq, Tk)",
+        "ALiBi bias with the wrong sign: distant keys favoured",
+    ),
+    Mutant(
+        "P13", _POS,
+        "q_pos = torch.arange(k_len - q_len, k_len, device=device)[:, None]  # (Tq, 1)",
+        "q_pos = torch.arange(q_len, device=device)[:, None]  # (Tq, 1)",
+        "ALiBi: queries placed at the first positions, not the last (KV-cache decoding)",
+    ),
+    Mutant(
+        "P14", _POS,
+        "buckets = buckets + (relative_position > 0).long() * num_buckets",
+        "buckets = buckets + (relative_position < 0).long() * num_buckets",
+        "T5 buckets: past and future halves swapped",
+    ),
+    Mutant(
+        "P15", _POS,
+        "distance = (-relative_position).clamp(min=0)  # future keys -> distance 0",
+        "distance = relative_position.clamp(min=0)  # future keys -> distance 0",
+        "T5 causal buckets: distance measured to the future instead of the past",
+    ),
+    Mutant(
+        "P16", _POS,
+        "is_small = distance < max_exact",
+        "is_small = distance <= max_exact",
+        "T5 buckets: exact range off by one",
+        equivalent="at distance == max_exact the log branch gives the same bucket: "
+        "max_exact + int(log(1) * ...) = max_exact",
+    ),
+    Mutant(
+        "P17", _POS,
+        "large = large.clamp(max=num_buckets - 1)",
+        "large = large",
+        "T5 buckets: far distances not clamped to the last bucket",
+    ),
+    Mutant(
+        "P18", _POS,
+        "k_pos - q_pos,\n            bidirectional=self.bidirectional,",
+        "q_pos - k_pos,\n            bidirectional=self.bidirectional,",
+        "T5 bias: relative position taken as query - key",
+    ),
+    Mutant(
+        "P19", _POS,
+        "offset = k_len - q_len if offset is None else offset",
+        "offset = 0 if offset is None else offset",
+        "T5 bias: queries placed at the first positions, not the last (KV-cache decoding)",
+    ),
+    # ---------------------------------------------------------------- loading.py (chapter 4)
+    Mutant(
+        "L01", _LOAD,
+        'for part, chunk in zip("qkv", value.chunk(3, dim=0), strict=True):',
+        'for part, chunk in zip("qvk", value.chunk(3, dim=0), strict=True):',
+        "k and v weights swapped when unpacking PyTorch's in_proj_weight",
+    ),
+    Mutant(
+        "L02", _LOAD,
+        "if missing:\n        raise",
+        "if False:\n        raise",
+        "a weight table that misses a tensor loads anyway (that tensor stays random)",
+    ),
+    # -------------------------------------------------------------------- blocks.py (chapter 7)
+    Mutant(
+        "B01", _BLOCKS,
+        "if self.norm_first:  # Pre-LN",
+        "if not self.norm_first:  # Pre-LN",
+        "Pre-LN and Post-LN swapped",
+    ),
+    Mutant(
+        "B02", _BLOCKS,
+        "return norm(x + dropout(sublayer(x)))  # Post-LN",
+        "return norm(dropout(sublayer(x)))  # Post-LN",
+        "Post-LN residual connection dropped",
+    ),
+    Mutant(
+        "B03", _BLOCKS,
+        "return x + dropout(sublayer(norm(x)))",
+        "return dropout(sublayer(norm(x)))",
+        "Pre-LN residual connection dropped",
+    ),
+    Mutant(
+        "B04", _BLOCKS,
+        "return x + dropout(sublayer(norm(x)))",
+        "return norm(x) + dropout(sublayer(norm(x)))",
+        "Pre-LN residual adds the normalised input instead of the raw stream",
+    ),
+    Mutant(
+        "B05", _BLOCKS,
+        "return x + dropout(sublayer(norm(x)))",
+        "return x + sublayer(norm(x))",
+        "residual dropout forgotten (Pre-LN)",
+    ),
+    Mutant(
+        "B06", _BLOCKS,
+        "hidden = self.activation(self.linear1(x))  # (..., d_ff)",
+        "hidden = self.linear1(x)  # (..., d_ff)",
+        "feed-forward without its activation: two linears collapse into one",
+    ),
+    Mutant(
+        "B07", _BLOCKS,
+        "self.activation = ACTIVATIONS[activation]()",
+        "self.activation = nn.ReLU()",
+        "wrong activation: the activation setting is ignored (always ReLU)",
+    ),
+    Mutant(
+        "B08", _BLOCKS,
+        "hidden = self.activation(self.w1(x)) * self.w3(x)  # (..., d_ff)",
+        "hidden = self.w1(x) * self.activation(self.w3(x))  # (..., d_ff)",
+        "SwiGLU: SiLU on the up projection instead of the gate",
+    ),
+    Mutant(
+        "B09", _BLOCKS,
+        "return self.linear2(self.dropout(hidden))",
+        "return self.linear2(F.dropout(hidden, p=self.dropout.p))",
+        "functional dropout without training=self.training: still on at evaluation",
+    ),
+    Mutant(
+        "B10", _BLOCKS,
+        "self.norm1, self.norm2, self.norm3 = _layer_norm(c), _layer_norm(c), _layer_norm(c)",
+        "self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(c.d_model, bias=c.bias) for _ in range(3))",
+        "DecoderBlock LayerNorms ignore layer_norm_eps",
+    ),
+    Mutant(
+        "B11", _BLOCKS,
+        "return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias)",
+        "return nn.LayerNorm(config.d_model, bias=config.bias)",
+        "every block LayerNorm ignores layer_norm_eps",
+    ),
+    Mutant(
+        "B12", _BLOCKS,
+        "return self.cross_attn(h, memory, memory, mask=memory_mask, cache=cross)[0]",
+        "return self.cross_attn(h, h, h, cache=cross)[0]",
+        "cross-attention on the wrong states: the decoder attends to itself, not the encoder",
+    ),
+    Mutant(
+        "B13", _BLOCKS,
+        "return self.cross_attn(h, memory, memory, mask=memory_mask, cache=cross)[0]",
+        "return self.cross_attn(h, memory, memory, cache=cross)[0]",
+        "cross-attention ignores the source padding mask",
+    ),
+    Mutant(
+        "B14", _BLOCKS,
+        "for cache in (self.self_attn, self.cross_attn):",
+        "for cache in (self.cross_attn,):",
+        "beam search: the self-attention cache is not reordered with its beams",
+    ),
+    Mutant(
+        "B15", _BLOCKS,
+        "norm_first=layer.norm_first,",
+        "norm_first=False,",
+        "loading a PyTorch layer ignores its norm_first",
+    ),
+    Mutant(
+        "B16", _BLOCKS,
+        "layer_norm_eps=layer.norm1.eps,",
+        "",
+        "loading a PyTorch layer ignores its LayerNorm epsilon",
+    ),
+    # ----------------------------------------------------------- transformer.py (chapters 7-10)
+    Mutant(
+        "T01", _TRF,
+        "x = embedding(tokens) * math.sqrt(self.config.d_model)  # (B, T, d_model)",
+        "x = embedding(tokens)  # (B, T, d_model)",
+        "token embeddings not scaled by sqrt(d_model)",
+    ),
+    Mutant(
+        "T02", _TRF,
+        "return causal if pad is None else causal & pad  # (B, 1, T, T)",
+        "return causal if pad is None else pad  # (B, 1, T, T)",
+        "decoder not causal: the target mask keeps the padding and drops the causal part",
+    ),
+    Mutant(
+        "T03", _TRF,
+        "offset = cached if offset is None else offset",
+        "offset = 0 if offset is None else offset",
+        "decode offset ignored: every cached step gets position 0",
+    ),
+    Mutant(
+        "T04", _TRF,
+        "tgt_mask = causal_mask(tgt.shape[1], cached + tgt.shape[1], device=tgt.device)",
+        "tgt_mask = None",
+        "cached decoding of several new tokens at once without a causal mask",
+    ),
+    Mutant(
+        "T05", _TRF,
+        "memory, memory_mask = model.encode(src), model.src_mask(src)  # (B, S, d), (B, 1, 1, S)",
+        "memory, memory_mask = model.encode(src), None  # (B, S, d), (B, 1, 1, S)",
+        "greedy decoding ignores the source padding mask",
+    ),
+    Mutant(
+        "T06", _TRF,
+        "return self.decode(tgt, memory, memory_mask=src_mask, tgt_mask=tgt_mask)",
+        "return self.decode(tgt, memory, tgt_mask=tgt_mask)",
+        "teacher-forced forward: cross-attention ignores the source padding",
+    ),
+    Mutant(
+        "T07", _TRF,
+        "return ((5.0 + length) / 6.0) ** alpha",
+        "return ((5.0 + length) / 6.0) ** -alpha",
+        "beam search length penalty with the wrong sign (favours short hypotheses)",
+    ),
+    Mutant(
+        "T08", _TRF,
+        "parent = (first_row + flat // vocab).view(-1)",
+        "parent = (flat // vocab).view(-1)",
+        "beam search: parent index forgets the batch offset (sources swap beams)",
+    ),
+    Mutant(
+        "T09", _TRF,
+        "for layer_cache in cache:\n                layer_cache.reorder(parent)",
+        "for layer_cache in cache:\n                pass",
+        "beam search: KV cache not reordered when beams move",
+    ),
+    Mutant(
+        "T10", _TRF,
+        "next_token = _forbid_pad(logits, model).argmax(dim=-1).masked_fill(done, fill)  # (B,)",
+        "next_token = _forbid_pad(logits, model).argmax(dim=-1)  # (B,)",
+        "greedy decoding keeps generating after EOS",
+    ),
+    Mutant(
+        "T11", _TRF,
+        "return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias)",
+        "return nn.LayerNorm(config.d_model, bias=config.bias)",
+        "final LayerNorm of the stacks ignores layer_norm_eps",
+    ),
+    Mutant(
+        "T12", _TRF,
+        "self.lm_head.weight = self.tgt_embed.weight",
+        "self.lm_head.weight = self.src_embed.weight",
+        "output projection tied to the source embedding instead of the target one",
+    ),
+    Mutant(
+        "T13", _TRF,
+        "config.num_decoder_layers = len(model.decoder.layers)",
+        "pass",
+        "from_torch builds as many decoder layers as encoder layers",
+    ),
+]
