@@ -47,7 +47,7 @@ __all__ = [
 #: SiLU applied to a gate that multiplies a second projection (Shazeer, 2020).
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU, "swiglu": nn.SiLU}
 
-#: PyTorch's Transformer-layer names that differ from ours: (theirs, ours). Its packed
+#: PyTorch's Transformer-layer names that differ from ours, as (theirs, ours) pairs. Its packed
 #: ``in_proj_weight`` is unpacked by :func:`mtlib.loading.split_in_proj`.
 TORCH_RENAMES: list[tuple[str, str]] = [
     ("linear1", "ff.linear1"),

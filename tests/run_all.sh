@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, stage by stage, with each stage's run time:
 #   1. lint (ruff) and types (mypy on mtlib/)  2. unit tests of mtlib (+ coverage of the core modules)
-#   3. strict nbval on every chapter  4. a clean, warning-free book build (-W -n)
+#   3. strict nbval on every chapter, with each notebook's execution time against its budget
+#   4. a clean, warning-free book build (-W -n)
+#   5. every page of the built book in a real browser (chromium), offline (tests/test_browser.py)
 # It runs with the network cut (unshare -n, loopback only, which nbval's kernels need) when
 # the machine allows it, which proves that nothing downloads anything. Run from anywhere.
 set -euo pipefail
@@ -33,9 +35,12 @@ stage types mypy
 stage unit python -m pytest tests -q -p no:cacheprovider --cov=mtlib --cov-report=term
 stage coverage python -m coverage report --fail-under=90 \
     --include='*/mtlib/attention.py,*/mtlib/masks.py,*/mtlib/positional.py,*/mtlib/blocks.py,*/mtlib/transformer.py,*/mtlib/loading.py,*/mtlib/_checks.py'
-stage nbval python -m pytest chapters -q -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+stage nbval python -m pytest chapters -q -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+    -p tests.nbval_timing  # prints each notebook's time; budgets: 90 s each, 12 min in all
 rm -rf _build
 stage book jupyter-book build . -W -n --keep-going
+# Needs chromium (Debian package; .ci/run installs it). Screenshots go to _build/screenshots/.
+stage browser env MTLIB_BROWSER=1 python -m pytest tests/test_browser.py -q -p no:cacheprovider
 
 echo; echo "=== stage times"
 printf '%s\n' "${summary[@]}"

@@ -35,8 +35,8 @@ from collections.abc import Iterable, Sequence
 
 __all__ = ["BPETokenizer", "PRETOKENIZE_PATTERN", "pretokenize"]
 
-#: Chunks that merges never cross: an optional space followed by letters, or by digits, or by
-#: other symbols; runs of whitespace. Every character falls in exactly one class, so the chunks
+#: Chunks that merges never cross, each an optional space followed by letters, or by digits, or
+#: by other symbols, or a run of whitespace. Every character falls in exactly one class, so the chunks
 #: of a text always join back to the text.
 PRETOKENIZE_PATTERN = re.compile(r" ?[^\W\d_]+| ?\d+| ?(?:_|[^\w\s])+|\s+(?!\S)|\s+")
 
@@ -125,7 +125,7 @@ class BPETokenizer:
 
     @property
     def vocab_size(self) -> int:
-        """Number of token ids: 256 bytes plus one per merge."""
+        """Number of token ids (256 bytes plus one per merge)."""
         return len(self.vocab)
 
     def __repr__(self) -> str:

@@ -34,7 +34,7 @@ class SequenceBatch:
 
     @property
     def vocab_size(self) -> int:
-        """The task's vocabulary: PAD, BOS, EOS and every symbol, seen in this batch or not."""
+        """Size of the task's vocabulary (PAD, BOS, EOS and every symbol, seen in this batch or not)."""
         return _FIRST_SYMBOL + self.num_symbols
 
 
