@@ -35,6 +35,8 @@ stage types mypy
 stage unit python -m pytest tests -q -p no:cacheprovider --cov=mtlib --cov-report=term
 stage coverage python -m coverage report --fail-under=90 \
     --include='*/mtlib/attention.py,*/mtlib/masks.py,*/mtlib/positional.py,*/mtlib/blocks.py,*/mtlib/transformer.py,*/mtlib/loading.py,*/mtlib/_checks.py'
+# the bug zoo: every mutant of tests/mutants/catalogue.py must be killed (about 4-7 min)
+stage mutants python -m tests.mutants
 stage nbval python -m pytest chapters -q -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
     -p tests.nbval_timing  # prints each notebook's time; budgets: 90 s each, 12 min in all
 rm -rf _build
