@@ -312,3 +312,12 @@ def test_fit_type_errors() -> None:
         train.fit(make_model(), lambda m, b: m(b[0]) - b[1], batches, steps=1)
     with pytest.raises(TypeError, match="eval_fn must return a dict"):
         train.fit(make_model(), mse, batches, steps=1, eval_fn=lambda m: 0.5)  # type: ignore[arg-type, return-value]
+
+
+def test_default_optimizer_is_the_contract_adamw(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt.pt"
+    train.fit(make_model(), mse, batches, steps=1, lr=3e-3, checkpoint=ckpt)
+    group = torch.load(ckpt, weights_only=True)["optimizer"]["param_groups"][0]
+    assert group["betas"] == (0.9, 0.98) and group["weight_decay"] == 0.0
+    assert group["initial_lr"] == 3e-3 and "amsgrad" in group  # an Adam-family group
+
