@@ -320,4 +320,3 @@ def test_default_optimizer_is_the_contract_adamw(tmp_path: Path) -> None:
     group = torch.load(ckpt, weights_only=True)["optimizer"]["param_groups"][0]
     assert group["betas"] == (0.9, 0.98) and group["weight_decay"] == 0.0
     assert group["initial_lr"] == 3e-3 and "amsgrad" in group  # an Adam-family group
-
