@@ -58,7 +58,9 @@ def in_place_softmax(x, temperature=1.0):
         (exercises.check_soft_lookup, lambda q, k, v: None, r"expected a torch.Tensor, got NoneType"),
         # wrong shape: softmax over the wrong dimension keeps the shape, summing does not
         (exercises.check_softmax, lambda x, temperature=1.0: x.exp().sum(-1), r"case 1 of 5 .*expected output shape \(4,\), got \(\)"),
-        (exercises.check_soft_lookup, lambda q, k, v: torch.softmax(q @ k.T, -1).T * v, r"case 1 of 4 .*expected output shape \(1, 1\), got \(3, 1\)"),
+        (exercises.check_soft_lookup, lambda q, k, v: torch.softmax(q @ k.T, -1).T * v, r"case 1 of 4 .*expected output shape \(1, 2\), got \(4, 2\)"),
+        # a missing transpose: no case has square keys, so queries @ keys cannot pass
+        (exercises.check_soft_lookup, lambda q, k, v: torch.softmax(q @ k, -1) @ v, r"case 1 of 4 .*raised RuntimeError"),
         # wrong normalisation axis: fine for one query, wrong for several
         (exercises.check_soft_lookup, lambda q, k, v: torch.softmax(q @ k.T, 0) @ v, r"case 1 of 4 .*\nHint: normalise over the keys"),
         # the Gaussian kernel where the Laplace kernel was asked for
@@ -81,6 +83,19 @@ def test_mistakes_get_a_diagnostic_naming_the_case(checker, bad, match):
     assert isinstance(error, exercises.CheckFailed)
     assert error.__cause__ is None and (error.__context__ is None or error.__suppress_context__)  # no inner traceback
     assert "good_" not in str(info.value) and "def " not in str(info.value)  # never shows a solution
+
+
+def test_every_soft_lookup_case_would_expose_a_missing_transpose():
+    """Square or symmetric keys let ``queries @ keys`` (no ``.T``) pass; the cases must have neither."""
+    calls = []
+
+    def spy(queries, keys, values):
+        calls.append((queries.shape, keys.shape))
+        return good_lookup(queries, keys, values)
+
+    exercises.check_soft_lookup(spy)
+    for (m, d), (n, d_keys) in calls:
+        assert d == d_keys and n != d and m != n, f"a case with queries ({m}, {d}) and keys ({n}, {d_keys})"
 
 
 def test_a_non_function_is_a_type_error():

@@ -73,11 +73,13 @@ def check_soft_lookup(fn: Callable[..., torch.Tensor]) -> None:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
     """
     g = torch.Generator().manual_seed(1)
-    one_hot = torch.tensor([[0.0, 8.0, 0.0]])  # (1, 3): matches key 1 of 3 one-hot keys
+    # Every case has n != d and m != n, so a missing transpose (queries @ keys) cannot pass.
+    keys = torch.tensor([[4.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 4.0], [3.0, 3.0, 0.0]])  # (4, 3)
+    values = torch.tensor([[1.0, 0.0], [2.0, -1.0], [3.0, 5.0], [0.0, 4.0]])  # (4, 2)
     cases = [
         _Case(
-            "m=1 query equal to key 1 of 3 one-hot keys",
-            (one_hot, 4 * torch.eye(3), torch.tensor([[1.0], [2.0], [3.0]])),
+            "m=1 query parallel to the 2nd of n=4 keys of width d=3, values of width d_v=2",
+            (torch.tensor([[0.0, 2.0, 0.0]]), keys, values),
             hint="normalise over the keys: each query's n weights must sum to 1",
         ),
         _Case(
