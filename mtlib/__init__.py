@@ -10,6 +10,7 @@ One concept per module, in the order the book introduces them:
 - :mod:`mtlib.positional`  sinusoidal, learned, relative, rotary and ALiBi positions
 - :mod:`mtlib.blocks`      feed-forward, encoder and decoder blocks
 - :mod:`mtlib.transformer` encoder, decoder, the seq2seq Transformer and decoding
+- :mod:`mtlib.train`       a small fit loop: schedules, clipping, label smoothing, history
 - :mod:`mtlib.loading`     weights from PyTorch (and later Hugging Face) by a table of names
 - :mod:`mtlib.data`        synthetic tasks and tokenizers, generated offline
 - :mod:`mtlib.bench`       ``python -m mtlib.bench attention``: the speed and memory tables
@@ -18,7 +19,18 @@ One concept per module, in the order the book introduces them:
 main names are importable from the top: ``from mtlib import MultiHeadAttention, Transformer``.
 """
 
-from mtlib import attention, blocks, data, exercises, loading, masks, positional, transformer, utils
+from mtlib import (
+    attention,
+    blocks,
+    data,
+    exercises,
+    loading,
+    masks,
+    positional,
+    train,
+    transformer,
+    utils,
+)
 from mtlib.attention import (
     AdditiveAttention,
     KVCache,
@@ -46,6 +58,7 @@ __all__ = [
     "loading",
     "masks",
     "positional",
+    "train",
     "transformer",
     "utils",
     "AdditiveAttention",

@@ -18,17 +18,47 @@ One module per chapter (``ch01.py``, ``ch02.py``, ...); every checker is importa
 from mtlib.exercises._core import CheckFailed
 from mtlib.exercises.ch01 import check_laplace_regression, check_soft_lookup, check_softmax
 from mtlib.exercises.ch02 import check_apply_merges, check_longest_match, check_tied_logits
-from mtlib.exercises.ch03 import check_attention_entropy, check_scaled_dot_product_attention, check_self_attention_layer
+from mtlib.exercises.ch03 import (
+    check_attention_entropy,
+    check_scaled_dot_product_attention,
+    check_self_attention_layer,
+)
+from mtlib.exercises.ch04 import check_head_mask, check_merge_heads, check_split_heads
+from mtlib.exercises.ch05 import check_causal_mask, check_combined_mask, check_padding_mask
+from mtlib.exercises.ch06 import check_alibi_bias, check_rope_rotation, check_sinusoidal_encoding
+from mtlib.exercises.ch07 import (
+    check_feed_forward,
+    check_layer_norm,
+    check_post_ln_block,
+    check_pre_ln_block,
+)
+from mtlib.exercises.ch08 import check_greedy_decode, check_label_smoothing_loss, check_shift_right
 
 __all__ = [
     "CheckFailed",
+    "check_laplace_regression",
+    "check_soft_lookup",
+    "check_softmax",
     "check_apply_merges",
     "check_longest_match",
     "check_tied_logits",
     "check_attention_entropy",
     "check_scaled_dot_product_attention",
     "check_self_attention_layer",
-    "check_laplace_regression",
-    "check_soft_lookup",
-    "check_softmax",
+    "check_head_mask",
+    "check_merge_heads",
+    "check_split_heads",
+    "check_causal_mask",
+    "check_combined_mask",
+    "check_padding_mask",
+    "check_alibi_bias",
+    "check_rope_rotation",
+    "check_sinusoidal_encoding",
+    "check_feed_forward",
+    "check_layer_norm",
+    "check_post_ln_block",
+    "check_pre_ln_block",
+    "check_greedy_decode",
+    "check_label_smoothing_loss",
+    "check_shift_right",
 ]
