@@ -54,6 +54,7 @@ __all__ = [
     "TrainSettings",
     "buggy_loss",
     "debug_settings",
+    "decode",
     "evaluate",
     "heldout_numbers",
     "heldout_sample",
@@ -61,6 +62,7 @@ __all__ = [
     "make_buggy",
     "model_config",
     "save_checkpoint",
+    "score",
     "remove_scaling",
     "shift_right",
     "train_model",
@@ -151,7 +153,13 @@ def heldout_numbers(max_digits: int = 6) -> Tensor:
 
 
 def decode(
-    model: Transformer, src: Tensor, *, method: str = "greedy", beam_size: int = 4, chunk: int = 1000
+    model: Transformer,
+    src: Tensor,
+    *,
+    method: str = "greedy",
+    beam_size: int = 4,
+    length_penalty: float = 0.6,
+    chunk: int = 1000,
 ) -> Tensor:
     """Generate targets for ``src`` (B, S) in chunks: (B, MAX_TGT_LEN), PAD after the first EOS."""
     if method not in ("greedy", "beam"):
@@ -165,7 +173,7 @@ def decode(
             ys = greedy_decode(model, part, bos_id=BOS, eos_id=EOS, max_len=MAX_TGT_LEN)
         else:
             ys = beam_search(model, part, bos_id=BOS, eos_id=EOS, max_len=MAX_TGT_LEN,
-                             beam_size=beam_size)  # fmt: skip
+                             beam_size=beam_size, length_penalty=length_penalty)  # fmt: skip
         out[start : start + chunk, : ys.shape[1]] = ys.cpu()
     model.train(was_training)
     is_eos = (out == EOS).long()
