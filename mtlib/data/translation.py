@@ -50,9 +50,9 @@ _TEENS = "ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen
 _TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
 #: The target words, in id order (ids 3, 4, ...).
 WORDS: list[str] = _ONES + _TEENS + _TENS + ["hundred", "thousand"]
-#: Source token strings by id: specials, then the ten digits.
+#: Source token strings by id (specials, then the ten digits).
 SRC_TOKENS: list[str] = _SPECIALS + [str(d) for d in range(10)]
-#: Target token strings by id: specials, then :data:`WORDS`.
+#: Target token strings by id (specials, then :data:`WORDS`).
 TGT_TOKENS: list[str] = _SPECIALS + WORDS
 _WORD_ID = {w: i for i, w in enumerate(TGT_TOKENS)}
 _FIRST_DIGIT = 3
