@@ -62,6 +62,7 @@ __all__ = [
     "SHIFTS",
 ]
 
+#: The position schemes the study compares (``"none"`` is the order-blind control).
 SCHEMES = ("none", "sinusoidal", "learned", "t5", "rope", "alibi")
 TABLE_MODULE = Path(__file__).with_name("extrapolation_table.py")
 
@@ -86,7 +87,7 @@ class ExtrapolationConfig:
 
     @property
     def max_len(self) -> int:
-        """The longest test length: the tables of sinusoidal, learned and RoPE cover it."""
+        """The longest test length (the tables of sinusoidal, learned and RoPE cover it)."""
         return int(max(self.test_factors) * self.train_len)
 
     def test_lengths(self) -> list[int]:
