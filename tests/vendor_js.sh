@@ -2,7 +2,7 @@
 # Re-create the vendored JavaScript that the HTML book serves itself, so that widgets render
 # offline (no CDN): require.js and the ipywidgets HTML manager (@jupyter-widgets/html-manager,
 # the version myst-nb's defaults name). The files are COMMITTED (book/_extra/_static/_vendor/, about
-# 4.5 MB, 1.4 MB compressed in git): building the book then needs neither node nor a network.
+# 4.6 MB, 1.6 MB compressed in git): building the book then needs neither node nor a network.
 # Run this only to change versions; it needs npm and the npm registry, then check the diff:
 #   bash tests/vendor_js.sh && git diff --stat book/_extra
 # `--check` verifies the committed files against SHA256SUMS instead (offline; tests do this too).
