@@ -49,18 +49,18 @@ def test_number_to_words_refuses_bad_input(bad):
         number_to_words(bad)
 
 
-def test_vectorised_encoding_matches_the_reference_everywhere():
-    numbers = torch.arange(1_000_000)
+def test_vectorised_encoding_matches_the_reference():
+    numbers = torch.cat([torch.arange(20_000), torch.arange(20_000, 1_000_000, 7), torch.tensor([777_777, 999_999])])
     batch = encode_numbers(numbers)
-    assert batch.tgt.shape == (1_000_000, MAX_TGT_LEN) and batch.src.shape == (1_000_000, 6)
-    check = list(range(0, 2000)) + list(range(2000, 1_000_000, 293)) + [777_777, 999_999]
-    for n in check:
-        assert decode_words(batch.tgt[n]) == " ".join(number_to_words(n)), n
-        digits = batch.src[n][batch.src[n] != PAD]
+    assert batch.tgt.shape == (len(numbers), MAX_TGT_LEN) and batch.src.shape == (len(numbers), 6)
+    for i in list(range(0, 2000)) + list(range(2000, len(numbers), 97)) + [len(numbers) - 2, len(numbers) - 1]:
+        n = int(numbers[i])
+        assert decode_words(batch.tgt[i]) == " ".join(number_to_words(n)), n
+        digits = batch.src[i][batch.src[i] != PAD]
         assert "".join(SRC_TOKENS[t] for t in digits.tolist()) == str(n)
     lengths = (batch.tgt != PAD).sum(1)  # BOS + words + EOS
     assert (batch.tgt[:, 0] == BOS).all()
-    assert (batch.tgt[torch.arange(1_000_000), lengths - 1] == EOS).all()
+    assert (batch.tgt[torch.arange(len(numbers)), lengths - 1] == EOS).all()
     assert int(lengths.max()) == MAX_TGT_LEN  # 777,777 and its kind: 9 words
     assert len(TGT_TOKENS) == 33 and len(WORDS) == 30 and len(SRC_TOKENS) == 13
 
