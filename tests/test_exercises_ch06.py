@@ -158,6 +158,23 @@ def slopes_from_one(num_heads, q_len, k_len):
     return good_alibi_4d(num_heads, q_len, k_len) * 2.0 ** (8 / num_heads)
 
 
+def signed_distance(num_heads, q_len, k_len):
+    slopes = 2.0 ** (-8 * torch.arange(1, num_heads + 1) / num_heads)
+    i = torch.arange(k_len - q_len, k_len)[:, None]
+    j = torch.arange(k_len)[None, :]
+    return (-slopes[:, None, None] * (i - j))[None]  # forgot the absolute value
+
+
+def reversed_slopes(num_heads, q_len, k_len):
+    return good_alibi(num_heads, q_len, k_len)[None].flip(1)  # shallowest head first
+
+
+def future_minus_inf(num_heads, q_len, k_len):
+    bias = good_alibi(num_heads, q_len, k_len)[None]
+    i = torch.arange(k_len - q_len, k_len)[:, None]
+    return bias.masked_fill(torch.arange(k_len)[None, :] > i, float("-inf"))
+
+
 def test_correct_alibi_passes(capsys):
     exercises.check_alibi_bias(good_alibi_4d)
     exercises.check_alibi_bias(mtlib_alibi)
@@ -170,6 +187,9 @@ def test_correct_alibi_passes(capsys):
         (queries_first, "your queries sit at positions 0"),
         (positive_sign, "wrong sign"),
         (slopes_from_one, "your slopes start at 1"),
+        (signed_distance, "without the absolute value"),
+        (reversed_slopes, "reverse order"),
+        (future_minus_inf, "that is the causal mask's job"),
         (good_alibi, "expected output shape (1, 4, 5, 5), got (4, 5, 5)"),
     ],
 )

@@ -2,8 +2,8 @@
 
 Besides comparing with a reference, these checkers recognise the typical mistakes (sine and
 cosine swapped, an exponent without the 2 or without ``/ d``, channels paired the wrong way,
-a rotation in the wrong direction, ALiBi slopes off by one head or queries placed at the wrong
-positions) and name them in the hint. Every case has ``max_len != d_model`` or ``q_len != k_len``.
+a rotation in the wrong direction; ALiBi slopes off by one head or in reverse order, queries
+placed at the wrong positions, a signed distance, -inf on future keys) and name them in the hint. Every case has ``max_len != d_model`` or ``q_len != k_len``.
 """
 
 from __future__ import annotations
@@ -63,7 +63,12 @@ def check_sinusoidal_encoding(fn: Callable[[int, int], torch.Tensor]) -> None:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
     """
     cases = [
-        _Case("max_len=7, d_model=10", (7, 10), hint="even columns are sines, odd columns cosines"),
+        _Case(
+            "max_len=7, d_model=10",
+            (7, 10),
+            hint="PE[pos, 2i] = sin(pos / 10000^(2i / d_model)) and PE[pos, 2i + 1] = cos of the "
+            "same angle: divide the position by 10000^(2i / d_model)",
+        ),
         _Case(
             "max_len=50, d_model=6", (50, 6), hint="the exponent is 2i / d_model, i the pair index"
         ),
@@ -180,6 +185,9 @@ def _alibi(
     queries_first: bool = False,
     sign: float = -1.0,
     slope_per_head: bool = True,
+    signed: bool = False,
+    reversed_slopes: bool = False,
+    future_inf: bool = False,
 ) -> torch.Tensor:
     """The reference bias (float64, (1, H, Tq, Tk)) and the typical mistakes."""
     h = torch.arange(1, num_heads + 1, dtype=torch.float64)  # (H,)
@@ -187,10 +195,16 @@ def _alibi(
         slopes = 2.0**-h  # 1/2, 1/4, ... whatever the number of heads
     else:
         slopes = 2.0 ** (-8.0 * (h - 1 if first_slope_one else h) / num_heads)  # (H,)
+    if reversed_slopes:
+        slopes = slopes.flip(0)  # the shallowest head first
     start = 0 if queries_first else k_len - q_len
     q_pos = torch.arange(start, start + q_len, dtype=torch.float64)[:, None]  # (Tq, 1)
     k_pos = torch.arange(k_len, dtype=torch.float64)[None, :]  # (1, Tk)
-    return sign * slopes[None, :, None, None] * (q_pos - k_pos).abs()  # (1, H, Tq, Tk)
+    distance = q_pos - k_pos if signed else (q_pos - k_pos).abs()  # (Tq, Tk)
+    bias = sign * slopes[None, :, None, None] * distance  # (1, H, Tq, Tk)
+    if future_inf:
+        bias = bias.masked_fill(k_pos > q_pos, float("-inf"))
+    return bias
 
 
 def check_alibi_bias(fn: Callable[[int, int, int], torch.Tensor]) -> None:
@@ -227,6 +241,14 @@ def check_alibi_bias(fn: Callable[[int, int, int], torch.Tensor]) -> None:
         "your slopes are 2^-h whatever the number of heads: they are 2^(-8h/H), so that "
         "every model's slopes span 2^(-8/H) .. 2^-8": lambda h, q, k: _alibi(
             h, q, k, slope_per_head=False
+        ),
+        "your bias is -m_h * (i - j) without the absolute value: keys after the query then get a "
+        "positive bias; ALiBi uses |i - j|": lambda h, q, k: _alibi(h, q, k, signed=True),
+        "your slopes are in reverse order: head 1 has the steepest slope, 2^(-8/H), head H the "
+        "shallowest, 2^-8": lambda h, q, k: _alibi(h, q, k, reversed_slopes=True),
+        "you put -inf on the keys after the query: that is the causal mask's job (mask= or "
+        "is_causal=); the bias is -m_h * |i - j| everywhere": lambda h, q, k: _alibi(
+            h, q, k, future_inf=True
         ),
     }
     _run("check_alibi_bias", fn, cases, _alibi, mistakes)

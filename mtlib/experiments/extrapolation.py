@@ -35,6 +35,7 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -57,6 +58,7 @@ __all__ = [
     "make_batch",
     "train",
     "evaluate",
+    "crop_accuracy",
     "run",
     "main",
     "SHIFTS",
@@ -189,20 +191,33 @@ def make_batch(
     return tokens, targets
 
 
-def train(scheme: str, seed: int, config: ExtrapolationConfig) -> PositionModel:
-    """Train one model with Adam on fresh batches of length L; deterministic given the seed."""
+def train(
+    scheme: str,
+    seed: int,
+    config: ExtrapolationConfig,
+    *,
+    callback: Callable[[int, PositionModel], None] | None = None,
+) -> PositionModel:
+    """Train one model with Adam on fresh batches of length L; deterministic given the seed.
+
+    ``callback(step, model)``, if given, is called after every step (1 .. ``config.steps``), in
+    training mode. The first n steps do not depend on ``config.steps``, so step 500 of a
+    1000-step run is the 500-step model of the table.
+    """
     torch.manual_seed(seed)
     model = PositionModel(scheme, config)
     data = torch.Generator().manual_seed(1000 + seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     model.train()
-    for _ in range(config.steps):
+    for step in range(config.steps):
         tokens, targets = make_batch(config.batch_size, config.train_len, config, data)
         logits = model(tokens)  # (B, L, num_symbols)
         loss = nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        if callback is not None:
+            callback(step + 1, model)
     return model.eval()
 
 
@@ -230,6 +245,31 @@ def evaluate(
         if length == config.max_len:
             result["unseen"] = correct[:, config.train_len - config.shift :].float().mean().item()
     return result
+
+
+@torch.no_grad()
+def crop_accuracy(model: PositionModel, config: ExtrapolationConfig, seed: int = 0) -> float:
+    """Accuracy on the unseen positions L..2L-1 when each query is given only its last L tokens.
+
+    A control stricter than ``window`` (not used for the table): the prediction at position
+    ``t >= L`` is made from the tokens ``t-L+1 .. t`` alone, fed as a fresh sequence of length L
+    (sliding-window evaluation), so nothing in any layer differs from position L-1 in training.
+    ``window`` caps the distance in each layer, but in a two-layer model the second layer then
+    attends to keys that all summarise a full window of L tokens, a mix training never produced.
+    For absolute schemes the crop also renumbers the positions 0..L-1, so it repairs them too.
+
+    Returns:
+        The fraction of correct predictions; the test sequences are :func:`evaluate`'s longest.
+    """
+    data = torch.Generator().manual_seed(seed)
+    for length in config.test_lengths():  # draw the batches in evaluate's order: the same data
+        tokens, targets = make_batch(config.test_size, length, config, data)
+    L = config.train_len
+    correct = [
+        model(tokens[:, t - L + 1 : t + 1])[:, -1].argmax(-1) == targets[:, t]  # (n,)
+        for t in range(L, tokens.shape[1])
+    ]
+    return torch.stack(correct).float().mean().item()
 
 
 def run(
