@@ -94,32 +94,49 @@ def _compare(
         )
 
 
+def _call(checker: str, where: str, fn: Callable[..., Any], case: _Case) -> Any:
+    """Call the learner's ``fn`` on copies of the case's inputs; a raise or an in-place edit of
+    an input is reported in words (with the learner's line), never as a traceback."""
+    args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args)
+    kwargs = {k: a.clone() if isinstance(a, torch.Tensor) else a for k, a in case.kwargs.items()}
+    try:
+        got = fn(*args, **kwargs)
+    except Exception as error:  # the learner's bug, reported in words rather than a traceback
+        stub = isinstance(error, NotImplementedError)  # not written yet: no line, no hint
+        what = f"your function raised {type(error).__name__}: {error}"
+        raise _fail(checker, where, what + ("" if stub else _learner_line(error)), "" if stub else case.hint) from None
+    inputs = [*zip(case.args, args, strict=True), *((case.kwargs[k], kwargs[k]) for k in kwargs)]
+    for before, after in inputs:
+        if isinstance(before, torch.Tensor) and not torch.equal(before, after):
+            raise _fail(checker, where, "your function changed its input tensor in place", "compute into a new tensor")
+    return got
+
+
 def _check(
     checker: str,
     fn: Callable[..., Any],
     cases: Sequence[_Case],
     reference: Callable[..., torch.Tensor],
     atol: float = 1e-5,
+    mistakes: dict[str, Callable[..., torch.Tensor]] | None = None,
 ) -> None:
-    """Run ``fn`` on every case and compare with ``reference``; raise on the first failure."""
+    """Run ``fn`` on every case and compare with ``reference``; raise on the first failure.
+
+    ``mistakes`` maps a hint to a function computing the output of a known mistake: when the
+    learner's output equals it (and the mistake differs from the reference on that case), that
+    hint is shown instead of the case's generic one.
+    """
     if not callable(fn):
         raise TypeError(f"{checker} takes your function, got {_describe(fn)}")
     for number, case in enumerate(cases, start=1):
         where = f"case {number} of {len(cases)} ({case.description})"
-        args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args)
-        try:
-            got = fn(*args, **case.kwargs)
-        except Exception as error:  # the learner's bug, reported in words rather than a traceback
-            where_ = "" if isinstance(error, NotImplementedError) else _learner_line(error)  # a stub
-            what = f"your function raised {type(error).__name__}: {error}{where_}"
-            raise _fail(checker, where, what) from None
-        for before, after in zip(case.args, args, strict=True):
-            if isinstance(before, torch.Tensor) and not torch.equal(before, after):
-                raise _fail(
-                    checker,
-                    where,
-                    "your function changed its input tensor in place",
-                    "compute into a new tensor",
-                )
-        _compare(checker, where, got, reference(*case.args, **case.kwargs), case.hint, atol)
+        got = _call(checker, where, fn, case)
+        expected = reference(*case.args, **case.kwargs)
+        if isinstance(got, torch.Tensor) and got.shape == expected.shape and got.is_floating_point():
+            for hint, mistake in (mistakes or {}).items():
+                wrong = mistake(*case.args, **case.kwargs)
+                differs = not torch.allclose(wrong, expected, atol=atol, rtol=0, equal_nan=True)
+                if differs and torch.allclose(got.detach().double(), wrong, atol=atol, rtol=0, equal_nan=True):
+                    raise _fail(checker, where, "your output equals a known mistake", hint)
+        _compare(checker, where, got, expected, case.hint, atol)
     print(f"{checker}: all {len(cases)} cases passed.")

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from mtlib.exercises._core import _Case, _compare, _describe, _fail
+from mtlib.exercises._core import _Case, _check, _fail
 
 __all__ = ["check_attention_entropy", "check_scaled_dot_product_attention", "check_self_attention_layer"]
 
@@ -28,37 +28,8 @@ def _run(
     mistakes: dict[str, Reference],
     atol: float = 1e-5,
 ) -> None:
-    """Like ``_core._check``, but a wrong answer is also compared with known mistakes.
-
-    ``mistakes`` maps a hint to a function computing the output of that mistake: when the
-    learner's output equals it, that hint is shown instead of the case's generic one.
-    """
-    if not callable(fn):
-        raise TypeError(f"{checker} takes your function, got {_describe(fn)}")
-    for number, case in enumerate(cases, start=1):
-        where = f"case {number} of {len(cases)} ({case.description})"
-        args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args)
-        kwargs = {k: a.clone() if isinstance(a, torch.Tensor) else a for k, a in case.kwargs.items()}
-        try:
-            got = fn(*args, **kwargs)
-        except Exception as error:  # the learner's bug, reported in words rather than a traceback
-            message = str(error).splitlines()[0] if str(error) else ""
-            what = f"your function raised {type(error).__name__}: {message}"
-            hint = "" if isinstance(error, NotImplementedError) else case.hint  # a stub, not a bug
-            raise _fail(checker, where, what, hint) from None
-        inputs = [*zip(case.args, args, strict=True), *((case.kwargs[k], kwargs[k]) for k in kwargs)]
-        for before, after in inputs:
-            if isinstance(before, torch.Tensor) and not torch.equal(before, after):
-                raise _fail(checker, where, "your function changed its input tensor in place", "compute into a new tensor")
-        expected = reference(*case.args, **case.kwargs)
-        if isinstance(got, torch.Tensor) and got.shape == expected.shape and got.is_floating_point():
-            for hint, mistake in mistakes.items():
-                wrong = mistake(*case.args, **case.kwargs)
-                differs = not torch.allclose(wrong, expected, atol=atol, rtol=0, equal_nan=True)
-                if differs and torch.allclose(got.detach().double(), wrong, atol=atol, rtol=0, equal_nan=True):
-                    raise _fail(checker, where, "your output equals a known mistake", hint)
-        _compare(checker, where, got, expected, case.hint, atol)
-    print(f"{checker}: all {len(cases)} cases passed.")
+    """``_core._check`` with known mistakes named (kept for the checkers that import it)."""
+    _check(checker, fn, cases, reference, atol, mistakes)
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from mtlib.exercises._core import _Case, _describe, _fail
+from mtlib.exercises._core import _call, _Case, _describe, _fail
 
 __all__ = ["check_causal_mask", "check_combined_mask", "check_padding_mask"]
 
@@ -49,16 +49,7 @@ def _run(
         raise TypeError(f"{checker} takes your function, got {_describe(fn)}")
     for number, case in enumerate(cases, start=1):
         where = f"case {number} of {len(cases)} ({case.description})"
-        args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args)
-        try:
-            got = fn(*args, **case.kwargs)
-        except Exception as error:  # the learner's bug, reported in words rather than a traceback
-            message = str(error).splitlines()[0] if str(error) else ""
-            hint = "" if isinstance(error, NotImplementedError) else case.hint  # a stub, not a bug
-            raise _fail(checker, where, f"your function raised {type(error).__name__}: {message}", hint) from None
-        for before, after in zip(case.args, args, strict=True):
-            if isinstance(before, torch.Tensor) and not torch.equal(before, after):
-                raise _fail(checker, where, "your function changed its input tensor in place", "compute into a new tensor")
+        got = _call(checker, where, fn, case)
         if not isinstance(got, torch.Tensor):
             raise _fail(checker, where, f"expected a torch.Tensor, got {_describe(got)}", "return a tensor, not a list")
         if got.dtype != torch.bool:
