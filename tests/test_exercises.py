@@ -65,6 +65,9 @@ def in_place_softmax(x, temperature=1.0):
         (exercises.check_soft_lookup, lambda q, k, v: torch.softmax(q @ k.T, 0) @ v, r"case 1 of 4 .*\nHint: normalise over the keys"),
         # the Gaussian kernel where the Laplace kernel was asked for
         (exercises.check_laplace_regression, lambda q, x, y, h: torch.softmax(-((q[:, None] - x) ** 2) / h, -1) @ y, r"case 1 of 4 .*\nHint: .*uses \|u\|"),
+        # the Gaussian's temperature 2 sigma^2 carried over to the Laplace kernel (case 1's
+        # bandwidth 0.4 is not 2 * 0.4**2, so this fails on the first case)
+        (exercises.check_laplace_regression, lambda q, x, y, h: torch.softmax(-(q[:, None] - x).abs() / (2 * h**2), -1) @ y, r"case 1 of 4 .*largest error"),
         # wrong values: softmax over dim 0 is right for one row and wrong for the 3-row case
         (exercises.check_softmax, lambda x, temperature=1.0: torch.softmax(x, dim=0), r"case 2 of 5 \(3 rows.*largest error .* at index \(\d, \d\)"),
         (exercises.check_softmax, lambda x, temperature=1.0: torch.softmax(x, dim=-1), r"case 3 of 5 \(temperature=0.5.*\nHint: divide the scores by the temperature"),

@@ -120,8 +120,8 @@ def check_laplace_regression(fn: Callable[..., torch.Tensor]) -> None:
     """Check ``fn(x_query, x_train, y_train, bandwidth)``: Nadaraya-Watson, Laplace kernel.
 
     ``x_query`` (m,), ``x_train`` (n,), ``y_train`` (n,) -> (m,), where each prediction is the
-    average of ``y_train`` weighted by ``K(x_query - x_train) = exp(-|x_query - x_train| / h)``
-    with ``h = bandwidth``, normalised to sum to 1 for each query.
+    average of ``y_train`` weighted by ``kappa(x_query - x_train) = exp(-|x_query - x_train| / sigma)``
+    with ``sigma = bandwidth``, normalised to sum to 1 for each query.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -131,8 +131,8 @@ def check_laplace_regression(fn: Callable[..., torch.Tensor]) -> None:
     y_train = torch.sin(x_train)
     cases = [
         _Case(
-            "m=4 queries, n=9 training points, bandwidth=0.5",
-            (torch.linspace(0, 5, 4), x_train, y_train, 0.5),
+            "m=4 queries, n=9 training points, bandwidth=0.4",
+            (torch.linspace(0, 5, 4), x_train, y_train, 0.4),
             hint="one weight per (query, training point) pair; the Laplace kernel uses |u|, not u**2",
         ),
         _Case(
