@@ -102,6 +102,12 @@ def ln_naive_variance(x, gamma, beta, eps):  # E[x^2] - E[x]^2 in float32
     return ((x32 - mean) / torch.sqrt(var.clamp_min(0) + eps) * gamma.float() + beta.float()).double()
 
 
+def ln_naive_variance_float64(x, gamma, beta, eps):  # E[x^2] - E[x]^2, no cast
+    mean = x.mean(-1, keepdim=True)
+    var = (x**2).mean(-1, keepdim=True) - mean**2
+    return (x - mean) / torch.sqrt(var.clamp_min(0) + eps) * gamma + beta
+
+
 def test_correct_layer_norm_passes(capsys):
     exercises.check_layer_norm(good_ln)
     exercises.check_layer_norm(good_ln_functional)
@@ -117,6 +123,7 @@ def test_correct_layer_norm_passes(capsys):
         (ln_no_eps, r"(?s)known mistake\nHint: you left out eps"),
         (ln_batch_dim, r"(?s)case 1 of 3 .*known mistake\nHint: you normalised over the batch"),
         (ln_naive_variance, r"(?s)case 2 of 3 .*values differ.*Hint: subtract the mean"),
+        (ln_naive_variance_float64, r"(?s)case 2 of 3 .*values differ.*Hint: subtract the mean"),
     ],
 )
 def test_wrong_layer_norm_is_named(bad, match):

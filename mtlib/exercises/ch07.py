@@ -149,7 +149,8 @@ def check_layer_norm(fn: Fn) -> None:
 
     ``(x - mean) / sqrt(var + eps) * gamma + beta`` with the mean and the *biased* variance
     (divide by d) of each vector ``x[..., :]``; ``gamma`` and ``beta`` are ``(d,)``. Cases: a
-    ``(2, 3, 5)`` batch, a vector with a large offset (1000 + small noise), and a nearly
+    ``(2, 3, 5)`` batch, a vector with a large offset (one million + small noise,
+    where ``E[x^2] - E[x]^2`` cancels catastrophically even in float64), and a nearly
     constant input where ``eps`` matters. Recognised mistakes: the unbiased variance
     (``torch.var``'s default), ``eps`` outside the square root, no ``eps``, no ``gamma``/``beta``,
     normalising over the batch dimension.
@@ -168,9 +169,10 @@ def check_layer_norm(fn: Fn) -> None:
     cases = [
         _Case("x (2, 3, 5), eps 1e-5", (*case(0, (2, 3, 5), 1.0, 0.0), 1e-5)),
         _Case(
-            "x (4, 6) = 1000 + noise, eps 1e-5",
-            (*case(1, (4, 6), 0.1, 1000.0), 1e-5),
-            hint="subtract the mean before squaring: E[x^2] - E[x]^2 loses every digit at 1000",
+            "x (4, 6) = 1e6 + noise of std 0.1, eps 1e-5",
+            (*case(1, (4, 6), 0.1, 1e6), 1e-5),
+            hint="subtract the mean before squaring: E[x^2] - E[x]^2 cancels catastrophically at "
+            "1e6 + small noise; and keep the input's float64 (no cast to float32)",
         ),
         _Case(
             "nearly constant x (3, 7) with std 0.01, eps 0.1",
