@@ -197,6 +197,12 @@ def naive_log_softmax(logits, targets, epsilon):  # overflows near 1000
     return -(q * p.log()).sum(-1).mean()
 
 
+def log_of_softmax(logits, targets, epsilon):  # stable softmax, but log(0) where logits are far apart
+    q = torch.full_like(logits, epsilon / logits.shape[-1])
+    q[torch.arange(len(targets)), targets] += 1 - epsilon
+    return -(q * logits.softmax(-1).log()).sum(-1).mean()
+
+
 def test_correct_smoothing_passes(capsys):
     exercises.check_label_smoothing_loss(good_smoothing)
     exercises.check_label_smoothing_loss(good_smoothing_torch)
@@ -211,6 +217,7 @@ def test_correct_smoothing_passes(capsys):
         (summed, r"(?s)case 1 of 3 .*Hint: you return the sum over rows"),
         (scaled_only, r"(?s)case 1 of 3 .*Hint: you scaled the cross-entropy"),
         (naive_log_softmax, r"(?s)case 3 of 3 .*NaN"),
+        (log_of_softmax, r"(?s)case 3 of 3 .*NaN or inf.*log_softmax"),
     ],
 )
 def test_wrong_smoothing_is_named(bad, match):

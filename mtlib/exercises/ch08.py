@@ -236,7 +236,8 @@ def check_label_smoothing_loss(fn: Callable[[torch.Tensor, torch.Tensor, float],
     ``(1 - epsilon) * one_hot(targets[i]) + epsilon / V`` (the smoothing mass spread over all V
     classes, the true one included, as in Szegedy et al. 2016 and PyTorch's
     ``F.cross_entropy(..., label_smoothing=epsilon)``); the result is the mean over rows of
-    ``-sum_k q_k log softmax(logits)_k``, a scalar tensor. Cases have N != V and large logits.
+    ``-sum_k q_k log softmax(logits)_k``, a scalar tensor. Cases have N != V and large logits, hundreds apart
+    (``log(softmax(.))`` underflows to ``-inf`` there; ``log_softmax`` does not).
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -248,7 +249,7 @@ def check_label_smoothing_loss(fn: Callable[[torch.Tensor, torch.Tensor, float],
     cases = [
         _Case("N=4 rows, V=7 classes, epsilon=0.1", (torch.randn(4, 7, generator=g), torch.tensor([0, 6, 3, 3]), 0.1), hint=hint),
         _Case("N=3, V=5, epsilon=0 (plain cross-entropy)", (torch.randn(3, 5, generator=g) * 3, torch.tensor([4, 1, 0]), 0.0), hint=hint),
-        _Case("N=2, V=11, epsilon=0.3, logits near 1000", (torch.randn(2, 11, generator=g) + 1000.0, torch.tensor([10, 2]), 0.3), hint=hint),
+        _Case("N=2, V=11, epsilon=0.3, logits near 1000 and hundreds apart", (torch.randn(2, 11, generator=g) * 60 + 1000.0, torch.tensor([10, 2]), 0.3), hint=hint),
     ]  # fmt: skip
     for number, case in enumerate(cases, start=1):
         logits, targets, eps = case.args
