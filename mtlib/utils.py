@@ -109,17 +109,27 @@ def in_colab() -> bool:
     return "google.colab" in sys.modules
 
 
-def setup(seed: int = 0, device: str | None = None, style: bool = True) -> torch.device:
-    """One call at the top of every chapter: seeds, device and plotting style.
+def setup(
+    seed: int = 0, device: str | None = None, style: bool = True, threads: int | None = 1
+) -> torch.device:
+    """One call at the top of every chapter: seeds, CPU threads, device and plotting style.
 
     Args:
         seed: seed for ``random``, NumPy and PyTorch.
         device: force a device (see :func:`get_device`); None chooses automatically.
         style: apply the book's matplotlib style (:func:`mtlib.viz.set_style`).
+        threads: CPU threads PyTorch may use. The book's default, 1, is the fastest for its
+            small tensors (more threads spin-wait, badly on a busy machine) and makes sums come
+            out the same on every machine, whatever its core count. None keeps PyTorch's choice
+            (better for large matrices).
 
     Returns:
         The device the chapter should use.
     """
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+            raise ValueError(f"threads must be an int >= 1 or None, got {threads!r}")
+        torch.set_num_threads(threads)
     seed_everything(seed)
     if style:
         from mtlib import viz  # imported here so that mtlib.utils does not need matplotlib

@@ -7,24 +7,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers import toc_files
+
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 TOC = yaml.safe_load((ROOT / "_toc.yml").read_text())
 
 
-def _toc_files(node):
-    if isinstance(node, dict):
-        if "file" in node:
-            yield node["file"]
-        for value in node.values():
-            yield from _toc_files(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _toc_files(item)
-
-
-TOC_FILES = [TOC["root"], *_toc_files(TOC)]
+TOC_FILES = [TOC["root"], *toc_files(TOC)]
 
 
 def _code_cells(path):

@@ -32,6 +32,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from tests.helpers import toc_files
+
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
@@ -56,18 +58,7 @@ ALLOWED_CONSOLE_ERRORS = [
 ]
 
 
-def _toc_files(node):
-    if isinstance(node, dict):
-        if "file" in node:
-            yield node["file"]
-        for value in node.values():
-            yield from _toc_files(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _toc_files(item)
-
-
-PAGES = [TOC["root"], *_toc_files(TOC)]
+PAGES = [TOC["root"], *toc_files(TOC)]
 CHAPTERS = [p for p in PAGES if p.startswith("chapters/")]
 
 

@@ -62,6 +62,23 @@ def test_setup_seeds_and_returns_the_device(monkeypatch):
     torch.testing.assert_close(a, torch.rand(2), rtol=0, atol=0)
 
 
+def test_setup_sets_the_cpu_threads_and_can_leave_them(monkeypatch):
+    monkeypatch.setenv(utils.DEVICE_ENV, "cpu")
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        utils.setup(style=False)
+        assert torch.get_num_threads() == 1  # the book's default
+        torch.set_num_threads(2)
+        utils.setup(style=False, threads=None)
+        assert torch.get_num_threads() == 2
+        for bad in (0, 1.5, True):
+            with pytest.raises(ValueError, match="threads must be an int >= 1 or None"):
+                utils.setup(style=False, threads=bad)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_in_colab_is_false_here():
     assert utils.in_colab() is False
 

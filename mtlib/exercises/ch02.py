@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from mtlib.data.bpe import _merge  # the merge step BPETokenizer uses
 from mtlib.exercises._core import CheckFailed, _Case, _check
 
 __all__ = ["check_apply_merges", "check_longest_match", "check_tied_logits"]
@@ -69,18 +70,6 @@ def _check_list(
 
 
 # ---------------------------------------------------------------------------- BPE merges
-def _merge(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    out, i = [], 0
-    while i < len(ids):
-        if i + 1 < len(ids) and (ids[i], ids[i + 1]) == pair:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
 def _apply_merges_reference(ids: list[int], merges: list[tuple[int, int]]) -> list[int]:
     for rank, pair in enumerate(merges):
         ids = _merge(ids, (pair[0], pair[1]), _FIRST_MERGE_ID + rank)

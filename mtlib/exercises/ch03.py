@@ -20,18 +20,6 @@ __all__ = ["check_attention_entropy", "check_scaled_dot_product_attention", "che
 Reference = Callable[..., torch.Tensor]
 
 
-def _run(
-    checker: str,
-    fn: Callable[..., Any],
-    cases: Sequence[_Case],
-    reference: Reference,
-    mistakes: dict[str, Reference],
-    atol: float = 1e-5,
-) -> None:
-    """``_core._check`` with known mistakes named (kept for the checkers that import it)."""
-    _check(checker, fn, cases, reference, atol, mistakes)
-
-
 # --------------------------------------------------------------------------------------------
 # 1. softmax(q k^T / sqrt(d_k)) v
 # --------------------------------------------------------------------------------------------
@@ -148,7 +136,7 @@ def check_scaled_dot_product_attention(fn: Callable[..., torch.Tensor]) -> None:
             hint=transpose_hint,
         ),
     ]
-    _run("check_scaled_dot_product_attention", fn, cases, _attention, _sdpa_mistakes())
+    _check("check_scaled_dot_product_attention", fn, cases, _attention, mistakes=_sdpa_mistakes())
 
 
 # --------------------------------------------------------------------------------------------
@@ -210,7 +198,7 @@ def check_self_attention_layer(fn: Callable[..., torch.Tensor]) -> None:
         return _layer(x, *w)
 
     _check_output_width("check_self_attention_layer", fn, cases, reference)
-    _run("check_self_attention_layer", fn, cases, reference, mistakes)
+    _check("check_self_attention_layer", fn, cases, reference, mistakes=mistakes)
 
 
 def _check_output_width(checker: str, fn: Callable[..., Any], cases: Sequence[_Case], reference: Reference) -> None:
@@ -218,7 +206,7 @@ def _check_output_width(checker: str, fn: Callable[..., Any], cases: Sequence[_C
     for number, case in enumerate(cases, start=1):
         try:
             got = fn(*(a.clone() for a in case.args))
-        except Exception:  # reported, with the case, by _run
+        except Exception:  # reported, with the case, by _check
             return
         expected = reference(*case.args)
         no_out = _layer(*case.args, output=False)
@@ -266,4 +254,4 @@ def check_attention_entropy(fn: Callable[..., torch.Tensor]) -> None:
         "you used log base 2 (bits); the book measures entropy in nats, with the natural log": lambda w: _entropy(w, base=2.0),
         "your entropy is negative: H = -sum_j w_j ln w_j": lambda w: _entropy(w, sign=-1.0),
     }
-    _run("check_attention_entropy", fn, cases, _entropy, mistakes)
+    _check("check_attention_entropy", fn, cases, _entropy, mistakes=mistakes)

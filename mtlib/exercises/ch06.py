@@ -12,8 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-from mtlib.exercises._core import _Case
-from mtlib.exercises.ch03 import _run
+from mtlib.exercises._core import _Case, _check
 
 __all__ = ["check_alibi_bias", "check_rope_rotation", "check_sinusoidal_encoding"]
 
@@ -92,7 +91,7 @@ def check_sinusoidal_encoding(fn: Callable[[int, int], torch.Tensor]) -> None:
         "each column has its own frequency 10000^(-j/d): columns 2i and 2i + 1 must share one "
         "frequency (a sine and a cosine of the same angle)": _column_exponent,
     }
-    _run("check_sinusoidal_encoding", fn, cases, _sinusoidal, mistakes)
+    _check("check_sinusoidal_encoding", fn, cases, _sinusoidal, mistakes=mistakes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -168,7 +167,7 @@ def check_rope_rotation(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
             lambda x, p: _rope(x, p, ignore_positions=True)
         ),
     }
-    _run("check_rope_rotation", fn, cases, _rope, mistakes, atol=1e-4)  # float32 angles
+    _check("check_rope_rotation", fn, cases, _rope, atol=1e-4, mistakes=mistakes)  # float32 angles
 
 
 # --------------------------------------------------------------------------------------------
@@ -251,4 +250,4 @@ def check_alibi_bias(fn: Callable[[int, int, int], torch.Tensor]) -> None:
             h, q, k, future_inf=True
         ),
     }
-    _run("check_alibi_bias", fn, cases, _alibi, mistakes)
+    _check("check_alibi_bias", fn, cases, _alibi, mistakes=mistakes)
