@@ -33,6 +33,7 @@ from mtlib.loading import load_weights, split_in_proj
 
 __all__ = [
     "ACTIVATIONS",
+    "GELUTanh",
     "BlockConfig",
     "FeedForward",
     "EncoderBlock",
@@ -43,9 +44,23 @@ __all__ = [
     "torch_layer_config",
 ]
 
-#: The activations FeedForward knows, as module classes (no lambdas on modules). "swiglu" is
-#: SiLU applied to a gate that multiplies a second projection (Shazeer, 2020).
-ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU, "swiglu": nn.SiLU}
+
+class GELUTanh(nn.GELU):
+    """GELU with the tanh approximation, as GPT-2 uses (Hugging Face's ``"gelu_new"``)."""
+
+    def __init__(self) -> None:
+        super().__init__(approximate="tanh")
+
+
+#: The activations FeedForward knows, as module classes (no lambdas on modules). "gelu" is the
+#: exact GELU (BERT, ViT), "gelu_tanh" its tanh approximation (GPT-2). "swiglu" is SiLU applied
+#: to a gate that multiplies a second projection (Shazeer, 2020).
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "relu": nn.ReLU,
+    "gelu": nn.GELU,
+    "gelu_tanh": GELUTanh,
+    "swiglu": nn.SiLU,
+}
 
 #: PyTorch's Transformer-layer names that differ from ours, as (theirs, ours) pairs. Its packed
 #: ``in_proj_weight`` is unpacked by :func:`mtlib.loading.split_in_proj`.
@@ -67,7 +82,7 @@ class BlockConfig:
     num_heads: int = 8  # attention heads h; d_model % h == 0
     d_ff: int = 2048  # feed-forward hidden width
     dropout: float = 0.1  # on attention weights, feed-forward hidden units and residuals
-    activation: str = "relu"  # "relu", "gelu" or "swiglu"
+    activation: str = "relu"  # "relu", "gelu", "gelu_tanh" or "swiglu"
     norm_first: bool = False  # False: Post-LN (the paper); True: Pre-LN
     layer_norm_eps: float = 1e-5  # LayerNorm epsilon (PyTorch's default)
     bias: bool = True  # biases in linear layers and LayerNorms
@@ -101,7 +116,7 @@ def _check_input(x: object, d_model: int, name: str) -> Tensor:
 class FeedForward(nn.Module):
     """Position-wise feed-forward network, applied to every token independently.
 
-    - ``"relu"`` / ``"gelu"``: ``linear2(dropout(act(linear1(x))))``, as in the paper and in
+    - ``"relu"`` / ``"gelu"`` / ``"gelu_tanh"``: ``linear2(dropout(act(linear1(x))))``, as in the paper and in
       PyTorch's layers (same submodule names).
     - ``"swiglu"``: ``w2(dropout(silu(w1(x)) * w3(x)))``, the gated variant of Llama
       (names as in Llama's checkpoints: ``w1`` the gate, ``w3`` the up projection, ``w2`` down).
@@ -110,7 +125,7 @@ class FeedForward(nn.Module):
         d_model: input and output width.
         d_ff: hidden width.
         dropout: dropout on the hidden activations.
-        activation: ``"relu"``, ``"gelu"`` or ``"swiglu"``.
+        activation: ``"relu"``, ``"gelu"``, ``"gelu_tanh"`` or ``"swiglu"``.
         bias: whether the linear layers have biases.
 
     Shape:
@@ -228,16 +243,33 @@ class EncoderBlock(_Block):
         self.norm1, self.norm2 = _layer_norm(c), _layer_norm(c)
         self.dropout1, self.dropout2 = nn.Dropout(c.dropout), nn.Dropout(c.dropout)
 
-    def forward(self, x: Tensor, *, mask: Tensor | None = None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        mask: Tensor | None = None,
+        is_causal: bool = False,
+        cache: KVCache | None = None,
+    ) -> Tensor:
         """Run the block on ``x`` (B, T, d_model) -> (B, T, d_model).
+
+        A decoder-only model (GPT) is a stack of these blocks with ``is_causal=True`` and, when
+        generating token by token, one :class:`~mtlib.attention.KVCache` per block.
 
         Args:
             x: input of shape (B, T, d_model).
-            mask: bool mask (True = may attend) broadcastable to (B, H, T, T); e.g. a padding
-                mask (B, 1, 1, T).
+            mask: bool mask (True = may attend) broadcastable to (B, H, T, T_keys); e.g. a
+                padding mask (B, 1, 1, T).
+            is_causal: each position attends only to itself and earlier ones (with a cache,
+                the new positions are the last ones).
+            cache: keys and values of earlier positions, appended to in place.
         """
         _check_input(x, self.d_model, "x")
-        x = self._residual(x, lambda h: self.self_attn(h, mask=mask)[0], self.norm1, self.dropout1)
+
+        def attend(h: Tensor) -> Tensor:
+            return self.self_attn(h, mask=mask, is_causal=is_causal, cache=cache)[0]
+
+        x = self._residual(x, attend, self.norm1, self.dropout1)
         return self._residual(x, self.ff, self.norm2, self.dropout2)
 
 

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mtlib import masks
+from mtlib.attention import KVCache
 from mtlib.blocks import (
     TORCH_RENAMES,
     BlockConfig,
@@ -211,7 +212,7 @@ def test_block_config_defaults_and_blocks_built_from_it() -> None:
         ({"num_heads": 4}, ValueError, r"d_model=15 must be divisible by num_heads=4"),
         ({"dropout": 1.0}, ValueError, r"dropout must be a float in \[0, 1\), got 1.0"),
         ({"dropout": -0.1}, ValueError, r"dropout must be a float in \[0, 1\)"),
-        ({"activation": "Relu"}, ValueError, r"activation must be one of \['gelu', 'relu', 'swiglu'\], got 'Relu'"),
+        ({"activation": "Relu"}, ValueError, r"activation must be one of \['gelu', 'gelu_tanh', 'relu', 'swiglu'\], got 'Relu'"),
         ({"layer_norm_eps": 0.0}, ValueError, r"layer_norm_eps must be > 0, got 0.0"),
     ],
 )
@@ -380,3 +381,32 @@ def test_blocks_reject_bad_input() -> None:
         dec(x, memory, memory_mask=torch.ones(B, 1, 1, S))
     with pytest.raises(ValueError, match=r"True means MAY attend"):
         dec(x, memory, self_mask=~masks.causal_mask(T))
+
+
+# ---------------------------------------------------------------------------- decoder-only use
+
+
+def test_gelu_tanh_is_gpt2_gelu() -> None:
+    x = torch.linspace(-5, 5, 101, dtype=torch.float64)
+    ff = FeedForward(D, FF, activation="gelu_tanh")
+    gpt2 = 0.5 * x * (1 + torch.tanh((2 / torch.pi) ** 0.5 * (x + 0.044715 * x**3)))  # GPT-2's formula
+    torch.testing.assert_close(ff.activation(x), gpt2)
+    assert not torch.allclose(ff.activation(x), F.gelu(x), atol=1e-4)  # not the exact GELU
+    pickle.dumps(ff)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_block_causal_with_cache_equals_full(norm_first: bool) -> None:
+    torch.manual_seed(0)
+    block = randomize_(EncoderBlock(config(5, norm_first=norm_first, activation="gelu_tanh"))).double().eval()
+    x = torch.randn(B, T, D, dtype=torch.float64)
+    full = block(x, is_causal=True)
+    explicit = block(x, mask=masks.causal_mask(T))
+    close(full, explicit)
+    cache = KVCache()
+    prompt = block(x[:, :2], is_causal=True, cache=cache)  # a 2-token prompt, then one token at a time
+    steps = [block(x[:, t : t + 1], cache=cache) for t in range(2, T)]
+    close(torch.cat([prompt, *steps], dim=1), full)
+    assert cache.length == T
+    # without is_causal, position 0 sees the future: the outputs differ
+    assert not torch.allclose(block(x)[:, 0], full[:, 0], atol=1e-3)
