@@ -1,0 +1,661 @@
+"""For every self-check: typical bugs it must reject, and correct variants it must accept.
+
+``BUGS[checker]`` lists ``Bug(what, fn, match)``: ``fn`` is a typical wrong answer, ``match`` a
+regular expression the checker's message must contain (the failed case and, where the checker
+knows the mistake, its hint). ``VARIANTS[checker]`` lists correct answers written differently from
+the reference (``-1e9`` vs ``-inf`` fill, einsum vs matmul, library calls). Most wrong answers are
+the ones the chapter tests (``tests/test_exercises_*.py``) already use; they are imported, not
+copied. ``tests/test_solutions.py`` runs all of them; ``python -m tests.solutions.catalogue``
+prints the table of checkers and the bugs they catch (markdown), as in the instructor guide.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from tests import test_exercises as t01
+from tests import test_exercises_ch02 as t02
+from tests import test_exercises_ch03 as t03
+from tests import test_exercises_ch04 as t04
+from tests import test_exercises_ch05 as t05
+from tests import test_exercises_ch06 as t06
+from tests import test_exercises_ch07 as t07
+from tests import test_exercises_ch08 as t08
+
+
+@dataclass(frozen=True)
+class Bug:
+    """A typical wrong answer and the part of the checker's message it must produce."""
+
+    what: str
+    fn: Callable[..., Any]
+    match: str
+
+
+# ------------------------------------------------------------------------- extra wrong answers
+def _sdpa_einsum(q, k, v, mask=None):  # correct: einsum instead of matmul, -1e9 fill
+    scores = torch.einsum("...qd,...kd->...qk", q, k) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -1e9)
+    return torch.einsum("...qk,...kv->...qv", scores.softmax(-1), v)
+
+
+def _sdpa_renormalised(q, k, v, mask=None):  # correct: zero after the softmax, then renormalise
+    weights = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-1)
+    if mask is not None:
+        weights = weights * mask
+        weights = weights / weights.sum(-1, keepdim=True)
+    return weights @ v
+
+
+def _entropy_log2(w):
+    return -(w * w.log2()).sum(-1)
+
+
+def _sin_table_variant(max_len, d_model):  # correct: exp/log form of the frequencies
+    pos = torch.arange(max_len).float()[:, None]
+    freq = torch.exp(-math.log(10000.0) * torch.arange(0, d_model, 2).float() / d_model)
+    return torch.stack([torch.sin(pos * freq), torch.cos(pos * freq)], -1).flatten(-2)
+
+
+def _table_no_div_d(max_len, d_model):  # exponent 2i, not 2i / d_model
+    pos = torch.arange(max_len)[:, None]
+    angles = pos / 10000.0 ** torch.arange(0, d_model, 2).double()
+    return torch.stack([torch.sin(angles), torch.cos(angles)], -1).flatten(-2)
+
+
+def _rope_exponent_i(x, positions):
+    d = x.shape[-1]
+    theta = 10000 ** (-torch.arange(d // 2) / d)  # forgot the 2
+    angles = positions[:, None] * theta
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack(
+        [a * angles.cos() - b * angles.sin(), a * angles.sin() + b * angles.cos()], -1
+    ).flatten(-2)
+
+
+def _rope_complex(x, positions):  # correct: complex multiplication
+    d = x.shape[-1]
+    theta = 10000.0 ** (-torch.arange(0, d, 2).double() / d)
+    rot = torch.polar(
+        torch.ones(len(positions), d // 2, dtype=torch.float64), positions.double()[:, None] * theta
+    )
+    z = torch.view_as_complex(x.double().unflatten(-1, (-1, 2)).contiguous())
+    return torch.view_as_real(z * rot).flatten(-2).float()
+
+
+def _ffn_einsum(x, w1, b1, w2, b2):  # correct: einsum
+    return (
+        torch.einsum("...f,fd->...d", torch.relu(torch.einsum("...d,df->...f", x, w1) + b1), w2)
+        + b2
+    )
+
+
+def _greedy_while_true(step, *, bos_id, eos_id, max_len):  # correct: a different loop shape
+    out = torch.tensor([bos_id])
+    for _ in range(max_len - 1):
+        nxt = step(out.tolist()).argmax()
+        out = torch.cat([out, nxt.view(1)])
+        if int(nxt) == eos_id:
+            return out
+    return out
+
+
+def _greedy_argmin(step, *, bos_id, eos_id, max_len):
+    tokens = [bos_id]
+    while len(tokens) < max_len:
+        tokens.append(int(step(tokens).argmin()))
+        if tokens[-1] == eos_id:
+            break
+    return tokens
+
+
+def _smoothing_manual_kl(logits, targets, epsilon):  # correct: (1-eps) NLL + eps * mean(-log p)
+    log_p = torch.log_softmax(logits, -1)
+    nll = -log_p.gather(-1, targets[:, None]).squeeze(-1)
+    return ((1 - epsilon) * nll - epsilon * log_p.mean(-1)).mean()
+
+
+def _split_view_only(x, num_heads):  # view straight to (B, h, T, Dh)
+    batch, length, d_model = x.shape
+    return x.view(batch, num_heads, length, d_model // num_heads)
+
+
+# ------------------------------------------------------------------------------- the catalogue
+VARIANTS: dict[str, list[Callable[..., Any]]] = {
+    "check_softmax": [
+        t01.good_softmax,
+        lambda x, temperature=1.0: torch.softmax(x / temperature, -1),
+    ],
+    "check_soft_lookup": [
+        t01.good_lookup,
+        lambda q, k, v: torch.einsum(
+            "mn,nv->mv", torch.softmax(torch.einsum("md,nd->mn", q, k), -1), v
+        ),
+    ],
+    "check_laplace_regression": [t01.good_laplace],
+    "check_apply_merges": [t02.library_apply_merges, t02.tuple_apply_merges],
+    "check_longest_match": [t02.good_longest_match],
+    "check_tied_logits": [t02.einsum_tied_logits, t02.linear_tied_logits],
+    "check_scaled_dot_product_attention": [
+        t03.minus_1e9,
+        t03.torch_sdpa,
+        _sdpa_einsum,
+        _sdpa_renormalised,
+    ],
+    "check_self_attention_layer": [t03.good_layer],
+    "check_attention_entropy": [lambda w: -(w * w.clamp_min(1e-30).log()).sum(-1)],
+    "check_split_heads": [t04.good_split_einops_style, t04.split_reshape_permute],
+    "check_merge_heads": [t04.good_merge_cat, t04.merge_contiguous_view],
+    "check_head_mask": [t04.mask_repeat_interleave],
+    "check_causal_mask": [t05.good_causal, t05.good_causal_arange],
+    "check_padding_mask": [t05.good_padding],
+    "check_combined_mask": [t05.good_combined, t05.good_combined_by_hand],
+    "check_sinusoidal_encoding": [t06.mtlib_table, _sin_table_variant],
+    "check_rope_rotation": [t06.mtlib_rope, _rope_complex],
+    "check_alibi_bias": [t06.mtlib_alibi],
+    "check_feed_forward": [t07.good_ffn_linear, _ffn_einsum],
+    "check_layer_norm": [t07.good_ln_functional],
+    "check_post_ln_block": [t07.post_ln],
+    "check_pre_ln_block": [t07.pre_ln_variant],
+    "check_shift_right": [t08.good_shift_roll],
+    "check_greedy_decode": [t08.good_greedy_tensor, _greedy_while_true],
+    "check_label_smoothing_loss": [t08.good_smoothing_torch, _smoothing_manual_kl],
+}
+
+BUGS: dict[str, list[Bug]] = {
+    "check_softmax": [
+        Bug(
+            "no max subtraction (overflow at 1000)",
+            t01.naive_softmax,
+            r"case 5 of 5 .*NaN or inf.*\nHint: exp\(1000\) overflows",
+        ),
+        Bug(
+            "softmax over the wrong axis",
+            lambda x, temperature=1.0: torch.softmax(x, dim=0),
+            r"case 2 of 5 .*largest error",
+        ),
+        Bug(
+            "temperature ignored",
+            lambda x, temperature=1.0: torch.softmax(x, dim=-1),
+            r"case 3 of 5 .*\nHint: divide the scores by the temperature",
+        ),
+        Bug(
+            "temperature multiplied",
+            lambda x, temperature=1.0: torch.softmax(x * temperature, -1),
+            r"case 3 of 5 .*Hint: divide",
+        ),
+        Bug("input edited in place", t01.in_place_softmax, r"changed its input tensor in place"),
+    ],
+    "check_soft_lookup": [
+        Bug(
+            "missing transpose of the keys",
+            lambda q, k, v: torch.softmax(q @ k, -1) @ v,
+            r"case 1 of 4 .*raised RuntimeError",
+        ),
+        Bug(
+            "softmax over the queries",
+            lambda q, k, v: torch.softmax(q @ k.T, 0) @ v,
+            r"case 1 of 4 .*\nHint: normalise over the keys",
+        ),
+        Bug("no softmax", lambda q, k, v: (q @ k.T) @ v, r"case 1 of 4 .*largest error"),
+    ],
+    "check_laplace_regression": [
+        Bug(
+            "Gaussian kernel instead of Laplace",
+            lambda q, x, y, h: torch.softmax(-((q[:, None] - x) ** 2) / h, -1) @ y,
+            r"case 1 of 4 .*\nHint: .*uses \|u\|",
+        ),
+        Bug(
+            "2 sigma^2 bandwidth carried over",
+            lambda q, x, y, h: torch.softmax(-(q[:, None] - x).abs() / (2 * h**2), -1) @ y,
+            r"case 1 of 4 .*largest error",
+        ),
+        Bug(
+            "exp / sum underflows to 0/0",
+            t01.naive_laplace,
+            r"case 4 of 4 .*NaN or inf.*\nHint: .*softmax",
+        ),
+    ],
+    "check_apply_merges": [
+        Bug(
+            "merges applied in text order",
+            t02.merges_in_text_order,
+            r"case 4 of 7 .*\nHint: apply the merges in the order they were learned",
+        ),
+        Bug(
+            "pair order ignored",
+            t02.merges_both_orders,
+            r"case 2 of 7 .*\nHint: a merge joins its left token",
+        ),
+        Bug(
+            "overlapping matches",
+            t02.merges_right_to_left,
+            r"case 5 of 7 .*\nHint: after merging a pair",
+        ),
+        Bug("new ids from 0", t02.merges_ids_from_zero, r"case 1 of 7 .*\nHint: merge r replaces"),
+        Bug("input list edited in place", t02.merges_in_place, r"changed its input list in place"),
+    ],
+    "check_longest_match": [
+        Bug(
+            "shortest match first",
+            t02.shortest_match,
+            r"case 2 of 6 .*\nHint: at each position try the longest",
+        ),
+        Bug(
+            "matching from the end",
+            t02.longest_match_from_the_end,
+            r"case 3 of 6 .*\nHint: match from the start",
+        ),
+        Bug(
+            "a string, not a list",
+            t02.longest_match_as_string,
+            r"case 1 of 6 .*expected a list of str",
+        ),
+    ],
+    "check_tied_logits": [
+        Bug("missing transpose", lambda h, w: h @ w, r"case 1 of 3 .*raised RuntimeError"),
+        Bug(
+            "softmax applied",
+            lambda h, w: torch.softmax(h @ w.T, -1),
+            r"case 1 of 3 .*\nHint: .*no softmax",
+        ),
+        Bug(
+            "scaled by sqrt(d)",
+            lambda h, w: h @ w.T / h.shape[-1] ** 0.5,
+            r"case 1 of 3 .*\nHint: .*no scaling",
+        ),
+    ],
+    "check_scaled_dot_product_attention": [
+        Bug(
+            "missing scale",
+            t03.no_scale,
+            r"case 1 of 6 .*Hint: your output is attention WITHOUT the scale",
+        ),
+        Bug("scale 1/d_k", t03.by_d_k, r"case 1 of 6 .*Hint: you divided by d_k"),
+        Bug(
+            "softmax over the queries",
+            t03.wrong_axis,
+            r"case 1 of 6 .*Hint: your softmax normalises over the queries",
+        ),
+        Bug("scale by sqrt(d_v)", t03.by_d_v, r"case 1 of 6 .*Hint: you divided by sqrt\(d_v\)"),
+        Bug("mask inverted", t03.flipped_mask, r"case 4 of 6 .*Hint: your mask has the wrong sign"),
+        Bug(
+            "mask applied after the softmax",
+            t03.mask_after_softmax,
+            r"case 4 of 6 .*Hint: you zeroed the masked weights AFTER the softmax",
+        ),
+        Bug(
+            "mask ignored",
+            t03.ignores_mask,
+            r"case 4 of 6 .*\nHint: fill the scores where the mask is False",
+        ),
+        Bug("k.T in a batch", t03.k_dot_t, r"case 2 of 6 .*Hint: use k.transpose\(-2, -1\)"),
+        Bug("missing transpose", t03.no_transpose, r"case 1 of 6 .*raised RuntimeError"),
+    ],
+    "check_self_attention_layer": [
+        Bug(
+            "no output projection",
+            lambda x, w_q, w_k, w_v, w_o: t03.good_sdpa(x @ w_q, x @ w_k, x @ w_v),
+            r"case 1 of 3 .*\nHint: .*multiply by w_o",
+        ),
+        Bug(
+            "scale by sqrt(d_model)",
+            lambda x, w_q, w_k, w_v, w_o: (
+                t03.no_scale(x @ w_q / math.sqrt(x.shape[-1]), x @ w_k, x @ w_v) @ w_o
+            ),
+            r"case 1 of 3 .*Hint: you scaled by sqrt\(d_model\)",
+        ),
+        Bug(
+            "missing scale",
+            lambda x, w_q, w_k, w_v, w_o: t03.no_scale(x @ w_q, x @ w_k, x @ w_v) @ w_o,
+            r"case 1 of 3 .*Hint: your output is attention WITHOUT the scale",
+        ),
+        Bug(
+            "transposed weights",
+            lambda x, w_q, w_k, w_v, w_o: t03.good_sdpa(x @ w_q.T, x @ w_k.T, x @ w_v.T) @ w_o.T,
+            r"case 1 of 3 .*raised RuntimeError",
+        ),
+    ],
+    "check_attention_entropy": [
+        Bug("log base 2", _entropy_log2, r"case 1 of 3 .*Hint: you used log base 2"),
+        Bug(
+            "sign flipped",
+            lambda w: (w * w.log()).sum(-1),
+            r"case 1 of 3 .*Hint: your entropy is negative",
+        ),
+        Bug(
+            "0 log 0 = NaN",
+            lambda w: -(w * w.log()).sum(-1),
+            r"case 3 of 3 .*NaN.*\nHint: 0 \* log\(0\) is NaN",
+        ),
+        Bug(
+            "summed over the queries",
+            lambda w: -(w * w.log()).sum(-2),
+            r"case 1 of 3 .*expected output shape",
+        ),
+    ],
+    "check_split_heads": [
+        Bug(
+            "view without the transpose",
+            _split_view_only,
+            r"case 1 of 3 .*values differ.*\nHint: view as \(B, T, h, d_head\)",
+        ),
+        Bug(
+            "features interleaved across heads",
+            t04.split_interleaved,
+            r"case 1 of 3 .*values differ",
+        ),
+        Bug(
+            "transpose forgotten (B, T, h, Dh)",
+            t04.split_no_transpose,
+            r"case 1 of 3 .*expected output shape \(2, 3, 5, 4\), got \(2, 5, 3, 4\)",
+        ),
+        Bug("heads reversed", t04.split_heads_reversed, r"case 1 of 3 .*values differ"),
+    ],
+    "check_merge_heads": [
+        Bug(
+            "reshape without the transpose",
+            t04.merge_reshape_without_transpose,
+            r"case 1 of 3 .*values differ.*\nHint: swap the h and T axes",
+        ),
+        Bug("heads summed", t04.merge_sum_heads, r"case 1 of 3 .*expected output shape"),
+        Bug("features interleaved", t04.merge_wrong_order, r"case 1 of 3 .*values differ"),
+        Bug("heads reversed", t04.merge_heads_reversed, r"case 1 of 3 .*values differ"),
+    ],
+    "check_head_mask": [
+        Bug("mask of the wrong heads", t04.mask_flipped, r"case 1 of 3 .*values differ"),
+        Bug(
+            "every h-th feature",
+            t04.mask_interleaved,
+            r"case 1 of 3 .*values differ.*\nHint: head i owns a contiguous block",
+        ),
+        Bug(
+            "factors binarised",
+            t04.mask_binarised,
+            r"case 3 of 3 .*\nHint: multiply by the factor itself",
+        ),
+        Bug("input edited in place", t04.mask_in_place, r"changed its input tensor in place"),
+    ],
+    "check_causal_mask": [
+        Bug(
+            "diagonal off by one (next token visible)",
+            t05.next_token_visible,
+            r"case 1 of 3 .*Hint: you allow the next token too",
+        ),
+        Bug(
+            "diagonal hidden", t05.no_diagonal, r"case 1 of 3 .*Hint: your mask hides the diagonal"
+        ),
+        Bug(
+            "upper triangle (the chapter's bug)",
+            t05.transposed,
+            r"case 1 of 3 .*Hint: your mask is the upper triangle",
+        ),
+        Bug(
+            "PyTorch's sign (True = ignore)",
+            t05.pytorch_sign,
+            r"case 1 of 3 .*Hint: your mask has PyTorch's nn.MultiheadAttention sign",
+        ),
+        Bug("float 0/1 mask", t05.float_causal, r"case 1 of 3 .*expected a bool tensor"),
+    ],
+    "check_padding_mask": [
+        Bug(
+            "<= instead of < (first pad visible)",
+            t05.shows_first_pad,
+            r"case 1 of 3 .*Hint: your mask lets the first padding position through",
+        ),
+        Bug(
+            "True at the padding",
+            t05.flipped_padding,
+            r"case 1 of 3 .*Hint: your mask is True at the padding",
+        ),
+        Bug(
+            "(B, T) without broadcast dims",
+            t05.flat_padding,
+            r"case 1 of 3 .*expected shape \(3, 1, 1, 5\), got \(3, 5\)",
+        ),
+        Bug("left padding", t05.left_padding, r"case 1 of 3 .*Hint: your mask is for LEFT padding"),
+        Bug("float mask", t05.float_padding, r"expected a bool tensor"),
+    ],
+    "check_combined_mask": [
+        Bug(
+            "OR instead of AND",
+            t05.combined_with_or,
+            r"case 1 of 2 .*Hint: you combined the masks with OR",
+        ),
+        Bug(
+            "padding on the queries",
+            t05.padding_on_queries,
+            r"case 1 of 2 .*Hint: your padding hides the padded QUERIES",
+        ),
+        Bug(
+            "no head dimension",
+            t05.no_head_dim,
+            r"case 1 of 2 .*Hint: your mask has shape \(B, T, T\)",
+        ),
+        Bug(
+            "causal part missing",
+            t05.forgot_causal,
+            r"case 1 of 2 .*Hint: your mask has no causal part",
+        ),
+        Bug(
+            "causal diagonal off by one",
+            t05.combined_next_token,
+            r"case 1 of 2 .*Hint: your causal part lets each query see the next token",
+        ),
+    ],
+    "check_sinusoidal_encoding": [
+        Bug(
+            "sin/cos swapped", t06.swapped_table, r"case 1 of 3 .*Hint: sine and cosine are swapped"
+        ),
+        Bug(
+            "exponent i/d (2 missing)",
+            t06.exponent_i_table,
+            r"case 1 of 3 .*Hint: your exponent is i / d_model",
+        ),
+        Bug(
+            "exponent 2i (no / d_model)",
+            _table_no_div_d,
+            r"case 1 of 3 .*Hint: your exponent is 2i without dividing",
+        ),
+        Bug(
+            "sines then cosines (halves)",
+            t06.halves_table,
+            r"case 1 of 3 .*Hint: you put all sines first",
+        ),
+        Bug(
+            "transposed table",
+            t06.transposed_table,
+            r"case 1 of 3 .*expected output shape \(7, 10\), got \(10, 7\)",
+        ),
+    ],
+    "check_rope_rotation": [
+        Bug(
+            "rotate-half pairing",
+            t06.rotate_half_rope,
+            r"case 1 of 3 .*Hint: you paired channel i with channel i \+ Dh/2",
+        ),
+        Bug(
+            "clockwise rotation",
+            t06.clockwise_rope,
+            r"case 1 of 3 .*Hint: your rotation goes the wrong way",
+        ),
+        Bug(
+            "positions 0..T-1 instead of the given ones",
+            t06.arange_rope,
+            r"case 2 of 3 .*Hint: you used positions 0 .. T-1",
+        ),
+        Bug(
+            "wrong frequency exponent (i / Dh)",
+            _rope_exponent_i,
+            r"case 1 of 3 .*Hint: your exponent is i / Dh",
+        ),
+    ],
+    "check_alibi_bias": [
+        Bug(
+            "queries at positions 0..q_len-1",
+            t06.queries_first,
+            r"case 2 of 3 .*Hint: your queries sit at positions 0",
+        ),
+        Bug(
+            "positive sign", t06.positive_sign, r"case 1 of 3 .*Hint: your bias has the wrong sign"
+        ),
+        Bug(
+            "slopes start at 1", t06.slopes_from_one, r"case 1 of 3 .*Hint: your slopes start at 1"
+        ),
+        Bug(
+            "signed distance",
+            t06.signed_distance,
+            r"case 1 of 3 .*Hint: .*without the absolute value",
+        ),
+        Bug(
+            "slopes reversed",
+            t06.reversed_slopes,
+            r"case 1 of 3 .*Hint: your slopes are in reverse order",
+        ),
+        Bug(
+            "-inf on future keys",
+            t06.future_minus_inf,
+            r"case 1 of 3 .*Hint: you put -inf on the keys after the query",
+        ),
+        Bug(
+            "no batch dimension",
+            t06.good_alibi,
+            r"case 1 of 3 .*expected output shape \(1, 4, 5, 5\), got \(4, 5, 5\)",
+        ),
+    ],
+    "check_feed_forward": [
+        Bug("no activation", t07.ffn_no_activation, r"case 1 of 3 .*Hint: no activation"),
+        Bug(
+            "ReLU after the second layer",
+            t07.ffn_relu_after,
+            r"case 1 of 3 .*Hint: the ReLU goes between",
+        ),
+        Bug("GELU instead of ReLU", t07.ffn_gelu, r"case 1 of 3 .*Hint: this is GELU"),
+        Bug("transposed weights", t07.ffn_transposed, r"case 1 of 3 .*raised RuntimeError"),
+        Bug("biases left out", t07.ffn_no_bias, r"case 1 of 3 .*values differ.*Hint: x @ w1 \+ b1"),
+    ],
+    "check_layer_norm": [
+        Bug(
+            "unbiased variance",
+            t07.ln_unbiased,
+            r"case 1 of 3 .*Hint: you used the unbiased variance",
+        ),
+        Bug("eps outside the sqrt", t07.ln_eps_outside, r"Hint: eps goes inside the square root"),
+        Bug(
+            "no gamma/beta",
+            t07.ln_no_affine,
+            r"case 1 of 3 .*Hint: you normalised but did not scale",
+        ),
+        Bug("no eps", t07.ln_no_eps, r"Hint: you left out eps"),
+        Bug(
+            "normalised over the batch",
+            t07.ln_batch_dim,
+            r"case 1 of 3 .*Hint: you normalised over the batch",
+        ),
+        Bug(
+            "E[x^2] - E[x]^2 (cancellation)",
+            t07.ln_naive_variance_float64,
+            r"case 2 of 3 .*Hint: subtract the mean",
+        ),
+    ],
+    "check_post_ln_block": [
+        Bug("Pre-LN wiring", t07.pre_ln, r"case 1 of 2 .*Hint: this is the Pre-LN wiring"),
+        Bug("no residual", t07.post_no_residual, r"Hint: there is no residual connection"),
+        Bug("norms swapped", t07.post_swapped, r"Hint: norm1 belongs to the attention"),
+    ],
+    "check_pre_ln_block": [
+        Bug("Post-LN wiring", t07.post_ln, r"case 1 of 2 .*Hint: this is the Post-LN wiring"),
+        Bug("no residual", t07.pre_no_residual, r"Hint: there is no residual connection"),
+        Bug(
+            "norm on the sublayer's output",
+            t07.pre_norm_after,
+            r"Hint: you normalised the sublayer's output",
+        ),
+        Bug("norms swapped", t07.pre_swapped, r"Hint: norm1 belongs to the attention"),
+        Bug("FFN before attention", t07.pre_ffn_first, r"case 1 of 2 .*values differ"),
+    ],
+    "check_shift_right": [
+        Bug(
+            "labels unchanged",
+            t08.unchanged,
+            r"case 1 of 3 .*Hint: you return the labels unchanged",
+        ),
+        Bug("shifted left", t08.shifted_left, r"case 1 of 3 .*Hint: you shifted LEFT"),
+        Bug("BOS at the end", t08.bos_at_end, r"case 1 of 3 .*Hint: you appended BOS at the END"),
+        Bug("last label kept", t08.last_kept, r"case 1 of 3 .*Hint: you kept the last label"),
+        Bug(
+            "shifted along the batch",
+            t08.batch_dim,
+            r"case 1 of 3 .*Hint: you shifted along the batch dimension",
+        ),
+    ],
+    "check_greedy_decode": [
+        Bug(
+            "only the last token fed",
+            t08.last_token_only,
+            r"case 1 of 3 .*Hint: you pass only the last token",
+        ),
+        Bug("no stop at EOS", t08.no_stop, r"case 1 of 3 .*Hint: you keep going after EOS"),
+        Bug(
+            "max_len off by one",
+            t08.one_too_many,
+            r"case 2 of 3 .*Hint: max_len counts every token including BOS",
+        ),
+        Bug(
+            "BOS left out",
+            t08.without_bos,
+            r"case 1 of 3 .*Hint: return the sequence with BOS first",
+        ),
+        Bug("argmin", _greedy_argmin, r"case 1 of 3 .*Hint: greedy takes the HIGHEST score"),
+    ],
+    "check_label_smoothing_loss": [
+        Bug(
+            "epsilon over V - 1 classes",
+            t08.over_wrong_classes,
+            r"case 1 of 3 .*Hint: you spread epsilon over the V - 1 WRONG",
+        ),
+        Bug("epsilon ignored", t08.no_smoothing, r"case 1 of 3 .*Hint: your loss ignores epsilon"),
+        Bug("sum instead of mean", t08.summed, r"case 1 of 3 .*Hint: you return the sum over rows"),
+        Bug(
+            "log(softmax) underflows", t08.log_of_softmax, r"case 3 of 3 .*NaN or inf.*log_softmax"
+        ),
+    ],
+}
+
+
+def table() -> str:
+    """The markdown table: chapter, checker, cases, bugs caught (all asserted by the tests)."""
+    import contextlib
+    import importlib
+    import io
+
+    from mtlib import exercises
+
+    lines = [
+        "| chapter | checker | cases | typical bugs rejected (asserted) | correct variants accepted |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name in sorted(BUGS, key=lambda n: (getattr(exercises, n).__module__, n)):
+        checker = getattr(exercises, name)
+        chapter = checker.__module__.rsplit(".", 1)[1]  # "ch03"
+        solution = getattr(
+            importlib.import_module(f"tests.solutions.{chapter}"), name[len("check_") :]
+        )
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            checker(solution)
+        cases = out.getvalue().split("all ")[1].split(" ")[0]
+        bugs = "; ".join(b.what for b in BUGS[name])
+        lines.append(
+            f"| {int(chapter[2:])} | `{name}` | {cases} | {bugs} | {len(VARIANTS.get(name, []))} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(table())
