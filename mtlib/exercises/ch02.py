@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from mtlib.data.bpe import _merge  # the merge step BPETokenizer uses
-from mtlib.exercises._core import CheckFailed, _Case, _check
+from mtlib.exercises._core import CheckFailed, _Case, _check, _learner_line
 
 __all__ = ["check_apply_merges", "check_longest_match", "check_tied_logits"]
 
@@ -37,9 +37,11 @@ def _check_list(
         args = tuple(list(a) if isinstance(a, list) else a for a in case.args)
         try:
             got = fn(*args)
-        except Exception as error:  # the learner's bug, reported in words
+        except Exception as error:  # the learner's bug, reported in words, with their line
+            stub = isinstance(error, NotImplementedError)  # not written yet: no line, no hint
+            what = f"your function raised {type(error).__name__}: {error}"
             raise _fail(
-                checker, where, f"your function raised {type(error).__name__}: {error}"
+                checker, where, what + ("" if stub else _learner_line(error)), "" if stub else case.hint
             ) from None
         if any(isinstance(a, list) and a != b for a, b in zip(case.args, args, strict=True)):
             raise _fail(

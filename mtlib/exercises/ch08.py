@@ -17,24 +17,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from mtlib.exercises._core import _Case, _check, _describe, _fail
+from mtlib.exercises._core import _call, _Case, _check, _describe, _fail
 
 __all__ = ["check_greedy_decode", "check_label_smoothing_loss", "check_shift_right"]
-
-
-def _call(checker: str, fn: Callable[..., Any], where: str, case: _Case) -> Any:
-    """Call the learner's function on a copy of the case's tensors; report errors in words."""
-    args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in case.args)
-    try:
-        got = fn(*args, **case.kwargs)
-    except Exception as error:  # the learner's bug, reported in words rather than a traceback
-        message = str(error).splitlines()[0] if str(error) else ""
-        hint = "" if isinstance(error, NotImplementedError) else case.hint
-        raise _fail(checker, where, f"your function raised {type(error).__name__}: {message}", hint) from None
-    for before, after in zip(case.args, args, strict=True):
-        if isinstance(before, torch.Tensor) and not torch.equal(before, after):
-            raise _fail(checker, where, "your function changed its input tensor in place", "compute into a new tensor")
-    return got
 
 
 def _match_mistake(got: torch.Tensor, expected: torch.Tensor, mistakes: Sequence[tuple[str, torch.Tensor]]) -> str | None:
@@ -78,7 +63,7 @@ def check_shift_right(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
     ]
     for number, case in enumerate(cases, start=1):
         where = f"case {number} of {len(cases)} ({case.description})"
-        got = _call(checker, fn, where, case)
+        got = _call(checker, where, fn, case)
         labels, bos_id = case.args
         if not isinstance(got, torch.Tensor):
             raise _fail(checker, where, f"expected a torch.Tensor, got {_describe(got)}", "return a tensor")
@@ -193,7 +178,7 @@ def check_greedy_decode(fn: Callable[..., Any]) -> None:
         where = f"case {number} of {len(cases)} ({description})"
         step = _ToyStep(vocab, eos, eos_after)
         case = _Case(description, (step,), {"bos_id": bos, "eos_id": eos, "max_len": max_len})
-        got = _call(checker, fn, where, case)
+        got = _call(checker, where, fn, case)
         if isinstance(got, torch.Tensor):
             if got.dim() != 1:
                 raise _fail(checker, where, f"expected a 1-D sequence, got shape {tuple(got.shape)}",
@@ -254,7 +239,7 @@ def check_label_smoothing_loss(fn: Callable[[torch.Tensor, torch.Tensor, float],
     for number, case in enumerate(cases, start=1):
         logits, targets, eps = case.args
         where = f"case {number} of {len(cases)} ({case.description})"
-        got = _call(checker, fn, where, case)
+        got = _call(checker, where, fn, case)
         if not isinstance(got, torch.Tensor) or got.dim() != 0 or not got.is_floating_point():
             continue  # _check below reports the type or shape
         log_p = logits.double().log_softmax(-1)
