@@ -25,6 +25,7 @@ imports ``transformers``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,7 @@ __all__ = [
     "IGNORE_INDEX",
     "attention_mask_to_bool",
     "bert_renames",
+    "init_weights",
     "mask_tokens",
 ]
 
@@ -67,6 +69,7 @@ class BERTConfig:
     layer_norm_eps: float = 1e-12  # BERT's LayerNorm epsilon (PyTorch's default is 1e-5)
     pad_id: int = 0  # [PAD]: its embedding row starts at 0 and gets no gradient
     add_pooler: bool = True  # the [CLS] pooler; BertForMaskedLM's encoder has none
+    init_std: float = 0.02  # weights start from N(0, init_std^2), as BERT's (initializer_range)
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "max_position", "type_vocab_size", "n_layer"):
@@ -127,6 +130,23 @@ def attention_mask_to_bool(attention_mask: Tensor | None, input_ids: Tensor) -> 
     return attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T)
 
 
+def init_weights(module: nn.Module, std: float = 0.02) -> None:
+    """BERT's initialisation: linear and embedding weights N(0, std^2), biases 0, LayerNorm 1.
+
+    With PyTorch's default N(0, 1) embeddings, the tied MLM decoder starts with logits of
+    size ~sqrt(d_model) and a loss several times log(vocab_size).
+    """
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, std=std)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+    if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+        nn.init.zeros_(module.weight[module.padding_idx])
+    if isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
 class BERT(nn.Module):
     """The BERT encoder: embeddings, Post-LN blocks, pooler.
 
@@ -147,6 +167,7 @@ class BERT(nn.Module):
         self.embed_dropout = nn.Dropout(c.dropout)
         self.blocks = nn.ModuleList(EncoderBlock(c.block_config()) for _ in range(c.n_layer))
         self.pooler = nn.Linear(c.d_model, c.d_model) if c.add_pooler else None
+        self.apply(functools.partial(init_weights, std=c.init_std))
 
     def embed(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
         """Token + position + segment embeddings, normalised: (B, T) -> (B, T, d_model)."""
@@ -306,6 +327,7 @@ class BERTForMaskedLM(nn.Module):
         self.transform_act = nn.GELU()
         self.transform_norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps)
         self.bias = nn.Parameter(torch.zeros(c.vocab_size))  # the decoder's weight is tok_embed's
+        self.apply(functools.partial(init_weights, std=c.init_std))
 
     def forward(
         self,
@@ -314,9 +336,13 @@ class BERTForMaskedLM(nn.Module):
         attention_mask: Tensor | None = None,
     ) -> Tensor:
         """Scores over the vocabulary at every position: (B, T) -> (B, T, vocab_size)."""
-        h = self.bert(input_ids, token_type_ids, attention_mask)  # (B, T, d_model)
-        h = self.transform_norm(self.transform_act(self.transform(h)))  # (B, T, d_model)
-        return F.linear(h, self.bert.tok_embed.weight, self.bias)  # (B, T, V)
+        return self.head(self.bert(input_ids, token_type_ids, attention_mask))  # (B, T, V)
+
+    def head(self, hidden: Tensor) -> Tensor:
+        """The MLM head alone, (..., d_model) -> (..., vocab_size): apply it to the masked
+        positions only, and pretraining skips most of the vocabulary-sized products."""
+        h = self.transform_norm(self.transform_act(self.transform(hidden)))  # (..., d_model)
+        return F.linear(h, self.bert.tok_embed.weight, self.bias)  # (..., V)
 
     @classmethod
     def from_hf(cls, model: nn.Module) -> BERTForMaskedLM:
@@ -364,6 +390,7 @@ class BERTForSequenceClassification(nn.Module):
         self.bert = BERT(dataclasses.replace(config, add_pooler=True))
         self.dropout = nn.Dropout(config.dropout)
         self.classifier = nn.Linear(config.d_model, num_labels)
+        self.apply(functools.partial(init_weights, std=config.init_std))
 
     def forward(
         self,

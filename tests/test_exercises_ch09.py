@@ -1,0 +1,134 @@
+"""Chapter 9's self-checks: correct answers pass, typical mistakes are named."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mtlib.exercises import CheckFailed
+from mtlib.exercises.ch09 import check_distillation_loss, check_hf_attention_mask, check_mlm_masking
+from mtlib.models.bert import mask_tokens
+
+# --- 1. the 80/10/10 rule -------------------------------------------------------------------
+
+
+def masking(
+    ids,
+    *,
+    mask_id,
+    vocab_size,
+    special_ids,
+    generator,
+    rates=(0.15, 0.8, 0.9),
+    labels_everywhere=False,
+    choose_specials=False,
+    random_any=False,
+):
+    special = torch.isin(ids, torch.tensor(list(special_ids) + [mask_id]))
+    chosen = torch.rand(ids.shape, generator=generator) < rates[0]
+    if not choose_specials:
+        chosen &= ~special
+    u = torch.rand(ids.shape, generator=generator)
+    low = 0 if random_any else 4
+    random_ids = torch.randint(low, vocab_size, ids.shape, generator=generator)
+    inputs = torch.where(chosen & (u < rates[1]), torch.full_like(ids, mask_id), ids)
+    inputs = torch.where(chosen & (u >= rates[1]) & (u < rates[2]), random_ids, inputs)
+    labels = (
+        ids.clone() if labels_everywhere else torch.where(chosen, ids, torch.full_like(ids, -100))
+    )
+    return inputs, labels
+
+
+def test_mlm_masking_accepts_correct_answers(capsys):
+    check_mlm_masking(masking)
+    check_mlm_masking(mask_tokens)  # mtlib's own, a different way to draw
+    assert "within tolerance" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(rates=(0.15, 1.0, 1.0)), "only 80% become \\[MASK\\]"),
+        (dict(labels_everywhere=True), "no -100"),
+        (dict(choose_specials=True), "special token"),
+        (dict(rates=(0.15 * 0.8, 1.0, 1.0)), "expected 15%"),
+        (dict(rates=(0.15, 0.7, 0.9)), "expected about 80%, 10%, 10%"),
+        (dict(random_any=True), "random replacement is a special id"),
+    ],
+)
+def test_mlm_masking_names_typical_mistakes(kwargs, message):
+    def wrong(ids, **kw):
+        return masking(ids, **kw, **kwargs)
+
+    with pytest.raises(CheckFailed, match=message):
+        check_mlm_masking(wrong)
+
+
+def test_mlm_masking_rejects_labels_from_the_corrupted_inputs():
+    def wrong(ids, **kw):
+        inputs, labels = masking(ids, **kw)
+        return inputs, torch.where(labels != -100, inputs, labels)
+
+    with pytest.raises(CheckFailed, match="ORIGINAL ids"):
+        check_mlm_masking(wrong)
+
+
+# --- 2. the attention mask ------------------------------------------------------------------
+
+
+def test_hf_attention_mask_accepts_correct_variants():
+    check_hf_attention_mask(lambda m: m.bool()[:, None, None, :])
+    check_hf_attention_mask(lambda m: (m != 0).unsqueeze(1).unsqueeze(2))
+
+
+@pytest.mark.parametrize(
+    ("fn", "message"),
+    [
+        (lambda m: m.float()[:, None, None, :], "bool tensor"),
+        (lambda m: (m == 0)[:, None, None, :], "opposite sign"),
+        (lambda m: m.bool()[:, None, :, None], "queries"),
+        (lambda m: m.bool(), "add the head and query dimensions"),
+    ],
+)
+def test_hf_attention_mask_names_typical_mistakes(fn, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_hf_attention_mask(fn)
+
+
+# --- 3. the distillation loss ---------------------------------------------------------------
+
+
+def distill(student, teacher, labels, temperature, alpha):
+    soft = F.kl_div(F.log_softmax(student / temperature, -1), F.softmax(teacher / temperature, -1),
+                    reduction="batchmean")  # fmt: skip
+    return alpha * temperature**2 * soft + (1 - alpha) * F.cross_entropy(student, labels)
+
+
+def test_distillation_loss_accepts_correct_variants():
+    check_distillation_loss(distill)
+
+    def by_hand(student, teacher, labels, temperature, alpha):
+        p = (teacher / temperature).softmax(-1)
+        kl = (p * (p.log() - (student / temperature).log_softmax(-1))).sum(-1).mean()
+        hard = -(student.log_softmax(-1).gather(1, labels[:, None])).mean()
+        return alpha * temperature * temperature * kl + (1 - alpha) * hard
+
+    check_distillation_loss(by_hand)
+
+
+@pytest.mark.parametrize(
+    ("fn", "message"),
+    [
+        (lambda s, t, y, T, a: distill(s, t, y, T, a) / 1.0 - a * (T**2 - 1) * F.kl_div(
+            F.log_softmax(s / T, -1), F.softmax(t / T, -1), reduction="batchmean"), "T\\^2"),
+        (lambda s, t, y, T, a: a * T**2 * F.kl_div(F.log_softmax(t / T, -1), F.softmax(s / T, -1),
+                                                     reduction="batchmean") + (1 - a) * F.cross_entropy(s, y),
+         "reversed"),
+        (lambda s, t, y, T, a: a * T**2 * F.kl_div(F.log_softmax(s / T, -1), F.softmax(t, -1),
+                                                     reduction="batchmean") + (1 - a) * F.cross_entropy(s, y),
+         "soften the teacher"),
+        (lambda s, t, y, T, a: F.cross_entropy(s, y), "differ"),
+    ],
+)  # fmt: skip
+def test_distillation_loss_names_typical_mistakes(fn, message):
+    with pytest.raises(CheckFailed, match=message):
+        check_distillation_loss(fn)
