@@ -26,7 +26,7 @@ import pytest
 
 import mtlib.exercises
 from mtlib import exercises
-from tests.solutions.catalogue import BUGS, VARIANTS
+from tests.solutions.catalogue import BUGS, VARIANTS, guide_table, table
 
 SOLUTIONS = Path(__file__).parent / "solutions"
 
@@ -143,3 +143,9 @@ def test_solutions_use_only_torch_and_builtins() -> None:
                 f"{fn_name}: keep the signature on one line"
             )
             assert '"""' not in source, f"{fn_name}: no docstring in a solution (use comments)"
+
+
+def test_the_instructor_guide_shows_the_current_checker_table() -> None:
+    assert guide_table() == table(), (
+        "book/instructors.md is stale: python -m tests.solutions.catalogue --write"
+    )

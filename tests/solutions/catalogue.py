@@ -6,14 +6,18 @@ knows the mistake, its hint). ``VARIANTS[checker]`` lists correct answers writte
 the reference (``-1e9`` vs ``-inf`` fill, einsum vs matmul, library calls). Most wrong answers are
 the ones the chapter tests (``tests/test_exercises_*.py``) already use; they are imported, not
 copied. ``tests/test_solutions.py`` runs all of them; ``python -m tests.solutions.catalogue``
-prints the table of checkers and the bugs they catch (markdown), as in the instructor guide.
+prints the table of checkers and the bugs they catch (markdown), and ``--write`` puts it into
+the instructor guide (book/instructors.md), whose table a test compares with this one.
 """
 
 from __future__ import annotations
 
 import math
+import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -657,5 +661,22 @@ def table() -> str:
     return "\n".join(lines)
 
 
+GUIDE = Path(__file__).resolve().parents[2] / "book" / "instructors.md"
+_TABLE = re.compile(r"(<!-- checker table:[^\n]*-->\n)(.*?)(<!-- end of checker table -->)", re.S)
+
+
+def guide_table() -> str:
+    """The table as book/instructors.md shows it now."""
+    match = _TABLE.search(GUIDE.read_text())
+    if match is None:
+        raise ValueError(f"{GUIDE} has no checker table markers")
+    return match.group(2).strip()
+
+
 if __name__ == "__main__":
-    print(table())
+    if sys.argv[1:] == ["--write"]:  # refresh the table in the instructor guide
+        text = _TABLE.sub(lambda m: m.group(1) + table() + "\n" + m.group(3), GUIDE.read_text())
+        GUIDE.write_text(text)
+        print(f"wrote the checker table of {GUIDE}")
+    else:
+        print(table())
