@@ -281,20 +281,7 @@ class GPT(nn.Module):
             Token ids of shape (B, T + max_new_tokens): the prompt, then the new tokens.
         """
         _checks.token_ids(idx, "idx", self.config.vocab_size)
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-            raise TypeError(f"max_new_tokens must be an int, got {type(max_new_tokens).__name__}")
-        if max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-        if (
-            isinstance(temperature, bool)
-            or not isinstance(temperature, (int, float))
-            or not temperature > 0
-        ):
-            raise ValueError(f"temperature must be a float > 0, got {temperature!r}")
-        if top_k is not None:
-            _checks.positive_int(top_k, "top_k")
-        if top_p is not None:
-            top_p_filter(idx.new_zeros(1, dtype=torch.float), top_p)  # validates top_p
+        _check_generate_args(max_new_tokens, temperature, top_k, top_p)
         total = idx.shape[1] + max_new_tokens
         if use_cache and total > self.config.block_size:
             raise ValueError(
@@ -422,3 +409,23 @@ class GPT(nn.Module):
         ours = cls(config).to(next(iter(state.values())))
         load_weights(ours, state, HF_RENAMES, transpose=transpose)
         return ours.train(model.training)  # same mode as the model it copies
+
+
+def _check_generate_args(
+    max_new_tokens: object, temperature: object, top_k: object, top_p: object
+) -> None:
+    """Refuse bad arguments of :meth:`GPT.generate` before any computation."""
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+        raise TypeError(f"max_new_tokens must be an int, got {type(max_new_tokens).__name__}")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or not temperature > 0
+    ):
+        raise ValueError(f"temperature must be a float > 0, got {temperature!r}")
+    if top_k is not None:
+        _checks.positive_int(top_k, "top_k")
+    if top_p is not None:
+        top_p_filter(torch.zeros(1), top_p)  # type: ignore[arg-type]  # raises if out of range
