@@ -82,7 +82,8 @@ def test_reference_solution_passes_with_one_short_line(
 ) -> None:
     _checker(chapter, name)(_solution(chapter, name))
     out = capsys.readouterr().out
-    assert re.fullmatch(rf"{name}: all \d+ cases passed\.\n", out), out
+    # one short line: "check_x: all 5 cases passed." (a statistical check states its rates)
+    assert re.fullmatch(rf"{name}: all [^\n]{{1,120}}\.\n", out), out
 
 
 @pytest.mark.parametrize(("chapter", "name"), CHECKERS, ids=IDS)
@@ -104,7 +105,7 @@ def test_checker_rejects_at_least_three_typical_bugs(chapter: str, name: str) ->
             f"{bug.what}: {message!r} does not match {bug.match!r}"
         )
         # Names the case and stays short; it never shows the reference solution's code.
-        assert message.startswith(f"{name} failed on case "), message
+        assert message.startswith(f"{name} failed on "), message
         assert len(message) < 1000, message
         for line in reference_lines:
             assert line not in message, f"{bug.what}: the message shows the solution line {line!r}"

@@ -17,6 +17,7 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,9 @@ from tests import test_exercises_ch05 as t05
 from tests import test_exercises_ch06 as t06
 from tests import test_exercises_ch07 as t07
 from tests import test_exercises_ch08 as t08
+from tests import test_exercises_ch09 as t09
+from tests import test_exercises_ch10 as t10
+from tests import test_exercises_ch11 as t11
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,37 @@ def _split_view_only(x, num_heads):  # view straight to (B, h, T, Dh)
     return x.view(batch, num_heads, length, d_model // num_heads)
 
 
+def _mlm_labels_from_inputs(ids, **kw):  # labels read from the corrupted inputs
+    inputs, labels = t09.masking(ids, **kw)
+    return inputs, torch.where(labels != -100, inputs, labels)
+
+
+def _distill_no_t2(s, t, y, temperature, alpha):
+    return t09.distill(s, t, y, temperature, alpha) - alpha * (temperature**2 - 1) * _kl(
+        s, t, temperature
+    )
+
+
+def _kl(s, t, temperature):
+    return torch.nn.functional.kl_div(
+        torch.log_softmax(s / temperature, -1),
+        torch.softmax(t / temperature, -1),
+        reduction="batchmean",
+    )
+
+
+def _distill_reversed(s, t, y, temperature, alpha):
+    hard = torch.nn.functional.cross_entropy(s, y)
+    return alpha * temperature**2 * _kl(t, s, temperature) + (1 - alpha) * hard
+
+
+def _distill_hard_teacher(s, t, y, temperature, alpha):
+    soft = torch.nn.functional.kl_div(
+        torch.log_softmax(s / temperature, -1), torch.softmax(t, -1), reduction="batchmean"
+    )
+    return alpha * temperature**2 * soft + (1 - alpha) * torch.nn.functional.cross_entropy(s, y)
+
+
 # ------------------------------------------------------------------------------- the catalogue
 VARIANTS: dict[str, list[Callable[..., Any]]] = {
     "check_softmax": [
@@ -170,6 +205,17 @@ VARIANTS: dict[str, list[Callable[..., Any]]] = {
     "check_shift_right": [t08.good_shift_roll],
     "check_greedy_decode": [t08.good_greedy_tensor, _greedy_while_true],
     "check_label_smoothing_loss": [t08.good_smoothing_torch, _smoothing_manual_kl],
+    "check_mlm_masking": [t09.masking, t09.mask_tokens],
+    "check_hf_attention_mask": [
+        lambda m: m.bool()[:, None, None, :],
+        lambda m: (m != 0).unsqueeze(1).unsqueeze(2),
+    ],
+    "check_distillation_loss": [t09.distill],
+    "check_top_k_probs": [t10.good_top_k_sorted],
+    "check_top_p_probs": [t10.good_top_p_loop],
+    "check_causal_lm_loss": [t10.good_loss_transposed],
+    "check_patch_embedding": [t11.good_patches_unfold, t11.good_patches_loop],
+    "check_attention_rollout": [t11.good_rollout_normalised],
 }
 
 BUGS: dict[str, list[Bug]] = {
@@ -630,6 +676,108 @@ BUGS: dict[str, list[Bug]] = {
             "log(softmax) underflows", t08.log_of_softmax, r"case 3 of 3 .*NaN or inf.*log_softmax"
         ),
     ],
+    "check_mlm_masking": [
+        Bug(
+            "every chosen token becomes [MASK]",
+            partial(t09.masking, rates=(0.15, 1.0, 1.0)),
+            r"only 80% become \[MASK\]",
+        ),
+        Bug(
+            "labels everywhere (no -100)", partial(t09.masking, labels_everywhere=True), r"no -100"
+        ),
+        Bug("special tokens chosen", partial(t09.masking, choose_specials=True), r"special token"),
+        Bug(
+            "12% chosen instead of 15%",
+            partial(t09.masking, rates=(0.12, 1.0, 1.0)),
+            r"expected 15%",
+        ),
+        Bug("labels from the corrupted inputs", _mlm_labels_from_inputs, r"ORIGINAL ids"),
+    ],
+    "check_hf_attention_mask": [
+        Bug("float mask", lambda m: m.float()[:, None, None, :], r"case 1 of 3 .*bool tensor"),
+        Bug("opposite sign", lambda m: (m == 0)[:, None, None, :], r"case 1 of 3 .*opposite sign"),
+        Bug("mask on the queries", lambda m: m.bool()[:, None, :, None], r"case 1 of 3 .*queries"),
+        Bug(
+            "(B, T) without broadcast dims",
+            lambda m: m.bool(),
+            r"case 1 of 3 .*add the head and query dimensions",
+        ),
+    ],
+    "check_distillation_loss": [
+        Bug("no T^2 factor", _distill_no_t2, r"case 1 of 3 .*T\^2"),
+        Bug("KL reversed", _distill_reversed, r"case 1 of 3 .*reversed"),
+        Bug("teacher not softened", _distill_hard_teacher, r"case 1 of 3 .*soften the teacher"),
+        Bug(
+            "hard loss only",
+            lambda s, t, y, T, a: torch.nn.functional.cross_entropy(s, y),
+            r"case 1 of 3 .*differ",
+        ),
+    ],
+    "check_top_k_probs": [
+        Bug("not renormalised", t10.top_k_unnormalised, r"case 1 of 4 .*must sum to 1"),
+        Bug("k + 1 tokens", t10.top_k_off_by_one, r"case 1 of 4 .*keeps k \+ 1 tokens"),
+        Bug("the k smallest", t10._smallest, r"case 1 of 4 .*keeps the k smallest"),
+    ],
+    "check_top_p_probs": [
+        Bug(
+            "drops the token reaching p",
+            t10.top_p_strict,
+            r"includes the token that makes the mass reach p",
+        ),
+        Bug("not renormalised", t10.top_p_unnormalised, r"renormalise"),
+        Bug("ascending sort", t10.top_p_ascending, r"case 1 of 4 .*values differ"),
+    ],
+    "check_causal_lm_loss": [
+        Bug("no shift", t10.no_shift, r"case 1 of 3 .*no shift"),
+        Bug("shifted the wrong way", t10.wrong_way, r"case 1 of 3 .*shifted the wrong way"),
+        Bug("sum instead of mean", t10.summed, r"case 1 of 3 .*not the sum"),
+    ],
+    "check_patch_embedding": [
+        Bug(
+            "plain reshape", t11.plain_reshape, r"case 1 of 4 .*Hint: a plain reshape mixes pixels"
+        ),
+        Bug(
+            "column-major patches",
+            t11.column_major,
+            r"case 1 of 4 .*Hint: your patches are in column-major order",
+        ),
+        Bug(
+            "channels last",
+            t11.channels_last,
+            r"case 2 of 4 .*Hint: you flattened each patch channels-last",
+        ),
+        Bug(
+            "F.unfold without the transpose",
+            t11.unfold_untransposed,
+            r"case 1 of 4 .*expected shape \(2, 16, 4\), got \(2, 4, 16\)",
+        ),
+        Bug(
+            "pixels read by column",
+            t11.pixels_by_column,
+            r"case 1 of 4 .*Hint: inside a patch you read the pixels column by column",
+        ),
+    ],
+    "check_attention_rollout": [
+        Bug(
+            "product in the wrong order",
+            t11.reversed_order,
+            r"case 1 of 3 .*Hint: you multiplied in the wrong order",
+        ),
+        Bug(
+            "no identity",
+            t11.no_identity,
+            r"case 1 of 3 .*Hint: you left out the residual connection",
+        ),
+        Bug(
+            "W + I unhalved",
+            t11.identity_unhalved,
+            r"case 1 of 3 .*Hint: you added the identity without halving",
+        ),
+        Bug(
+            "max over heads", t11.max_heads, r"case 1 of 3 .*Hint: you took the maximum over heads"
+        ),
+        Bug("last layer only", t11.last_layer, r"case 1 of 3 .*Hint: you used the last layer only"),
+    ],
 }
 
 
@@ -653,7 +801,8 @@ def table() -> str:
         )
         with contextlib.redirect_stdout(io.StringIO()) as out:
             checker(solution)
-        cases = out.getvalue().split("all ")[1].split(" ")[0]
+        counted = re.search(r"all (\d+) cases", out.getvalue())
+        cases = counted.group(1) if counted else "1 (statistical)"
         bugs = "; ".join(b.what for b in BUGS[name])
         lines.append(
             f"| {int(chapter[2:])} | `{name}` | {cases} | {bugs} | {len(VARIANTS.get(name, []))} |"

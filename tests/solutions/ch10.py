@@ -1,0 +1,26 @@
+"""Chapter 10's exercises: top-k and top-p (nucleus) probabilities, the causal LM loss."""
+
+import torch
+
+
+def top_k_probs(logits, k):
+    k = min(k, logits.shape[-1])
+    kth = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest logit
+    return torch.softmax(logits.masked_fill(logits < kth, float("-inf")), dim=-1)
+
+
+def top_p_probs(logits, p):
+    probs = torch.softmax(logits, dim=-1)  # (..., V)
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass of the likelier tokens
+    keep_sorted = mass_before < p  # includes the token whose mass reaches p
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)  # back to vocab order
+    kept = probs * keep
+    return kept / kept.sum(dim=-1, keepdim=True)
+
+
+def causal_lm_loss(logits, idx):
+    vocab = logits.shape[-1]
+    predictions = logits[:, :-1].reshape(-1, vocab)  # position t predicts token t + 1
+    targets = idx[:, 1:].reshape(-1)
+    return torch.nn.functional.cross_entropy(predictions, targets)
