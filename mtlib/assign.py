@@ -285,7 +285,11 @@ def _solution_cell_source(
 ) -> str:
     """The exercise cell without its check calls, each checked function's body replaced."""
     lines = source.splitlines()
-    checks = {stmt.lineno for stmt, _, _ in _check_calls(tree)}
+    checks = {  # 1-based lines of the check calls, which go to the test cells
+        line
+        for stmt, _, _ in _check_calls(tree)
+        for line in range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1)
+    }
     replaced: dict[int, tuple[int, list[str]]] = {}  # first body line -> (last line, new lines)
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in functions:
@@ -321,6 +325,9 @@ def assignment_notebook(
         solutions_dir: the folder with the reference solutions (``chNN.py``).
         points: points of each check call.
         include_tag: cells of the chapter with this tag are included, read-only.
+
+    Returns:
+        The notebook as a JSON-ready dict; every cell carries nbgrader metadata (schema 3).
 
     Raises:
         AssignError: the chapter has no self-checked exercise, or a solution is missing or does
