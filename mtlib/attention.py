@@ -5,10 +5,12 @@ Read this file from top to bottom; it follows the book:
 1. :func:`masked_softmax`: a softmax that ignores masked keys (chapter 5).
 2. :func:`scaled_dot_product_attention`: ``softmax(Q K^T / sqrt(d_k) + bias) V``, written out
    (chapter 3).
-3. :class:`KVCache`: the keys and values a decoder keeps between steps (chapter 10).
+3. :class:`KVCache`: the keys and values a decoder keeps between steps (chapters 10, 12).
 4. :class:`MultiHeadAttention`: ``h`` attentions side by side on learned projections (chapter 4),
    with an explicit path (the code above) and a fused path (PyTorch's kernel), proven equal.
 5. :class:`AdditiveAttention`: ``v^T tanh(W_q q + W_k k)``, the attention of chapter 1.
+6. :func:`tiled_attention`: exact attention block by block with an online softmax, never
+   holding the ``(Tq, Tk)`` matrix (FlashAttention's idea; chapter 12).
 
 Masks follow :mod:`mtlib.masks`: ``mask`` is a bool tensor, True = "may attend", broadcastable
 to the scores ``(batch, heads, q_len, k_len)``; a float or integer mask is refused. An additive
@@ -21,7 +23,7 @@ read without them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -38,6 +40,7 @@ __all__ = [
     "KVCache",
     "MultiHeadAttention",
     "AdditiveAttention",
+    "tiled_attention",
 ]
 
 NEG_INF = float("-inf")
@@ -207,8 +210,13 @@ class KVCache:
     which does not change while decoding: the first call projects ``key``/``value`` and stores
     them; later calls reuse them and ignore ``key``/``value``.
 
-    The cache grows by ``torch.cat``, which copies it at every step (quadratic in the length
-    over a whole generation). That is fine for the book's sizes; production code preallocates.
+    **Growth.** Appending with ``torch.cat`` would copy the whole cache at every step, which
+    costs time quadratic in the length over a generation. Instead the keys and values live in
+    a preallocated buffer with room to spare: a step writes its new positions in place, and
+    ``k``/``v`` are views of the filled part. When the buffer is full, a twice-as-long one
+    replaces it (one copy), so a generation of ``T`` tokens copies ``O(T)`` positions in all.
+    (While gradients flow through the new keys, it appends with ``torch.cat``, which autograd
+    can follow.)
 
     Attributes:
         k: Keys of shape ``(B, H, T_cached, Dh)``, or None while empty.
@@ -219,6 +227,8 @@ class KVCache:
     k: Tensor | None = None  # (B, H, T_cached, Dh) projected keys
     v: Tensor | None = None  # (B, H, T_cached, Dh) projected values
     static: bool = False  # True: encoder memory, projected on the first call, then reused
+    # (B, H, capacity, Dh) buffers whose first T_cached positions are k and v
+    _buffers: tuple[Tensor, Tensor] | None = field(default=None, init=False, repr=False)
 
     @property
     def length(self) -> int:
@@ -234,6 +244,7 @@ class KVCache:
         """Empty the cache (e.g. before decoding a new batch)."""
         self.k = None
         self.v = None
+        self._buffers = None
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Store new keys and values (appended unless static) and return all of them.
@@ -249,10 +260,50 @@ class KVCache:
         if self.k is not None and self.v is not None:
             if self.static:
                 return self.k, self.v
-            k = torch.cat([self.k, k], dim=2)  # (B, H, T_cached + T_new, Dh)
-            v = torch.cat([self.v, v], dim=2)  # (B, H, T_cached + T_new, Dh)
+            if k.requires_grad or v.requires_grad:  # keep the graph: autograd follows a cat
+                k = torch.cat([self.k, k], dim=2)  # (B, H, T_cached + T_new, Dh)
+                v = torch.cat([self.v, v], dim=2)  # (B, H, T_cached + T_new, Dh)
+            else:
+                k, v = self._append(k, v)
         self.k, self.v = k, v
         return k, v
+
+    def _append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Write ``k``, ``v`` after the cached positions in the buffers (grown if full)."""
+        assert self.k is not None and self.v is not None
+        for name, x, old in (("k", k, self.k), ("v", v, self.v)):
+            if x.dim() != 4 or _heads_shape(x) != _heads_shape(old):
+                raise ValueError(
+                    f"new {name} must have shape (B, H, T_new, Dh) = {_heads_shape(old)} like "
+                    f"the cached one, got {tuple(x.shape)}"
+                )
+        t, new = self.length, k.shape[2]
+        if self._buffers is None or not self._holds(self._buffers, t + new):
+            size = (*self.k.shape[:2], max(2 * (t + new), 16), self.k.shape[3])
+            self._buffers = (self.k.new_empty(size), self.v.new_empty(size))  # (B, H, room, Dh)
+            self._buffers[0][:, :, :t] = self.k  # the one copy of the cached positions
+            self._buffers[1][:, :, :t] = self.v
+        buf_k, buf_v = self._buffers
+        buf_k[:, :, t : t + new] = k  # in place: the cached positions are not copied
+        buf_v[:, :, t : t + new] = v
+        return buf_k[:, :, : t + new], buf_v[:, :, : t + new]  # (B, H, T_cached + T_new, Dh)
+
+    def _holds(self, buffers: tuple[Tensor, Tensor], length: int) -> bool:
+        """Whether ``k``/``v`` are the start of ``buffers`` and these have room for ``length``."""
+        return all(
+            x is not None
+            and x.data_ptr() == buf.data_ptr()
+            and x.stride() == buf.stride()
+            and x.dtype == buf.dtype
+            and _heads_shape(x) == _heads_shape(buf)
+            and buf.shape[2] >= length
+            for x, buf in zip((self.k, self.v), buffers, strict=True)
+        )
+
+
+def _heads_shape(x: Tensor) -> tuple[int, ...]:
+    """``(B, H, Dh)`` of a ``(B, H, T, Dh)`` tensor: everything but the length."""
+    return (*x.shape[:2], *x.shape[3:])
 
 
 # --------------------------------------------------------------------------------------------
@@ -492,6 +543,73 @@ class AdditiveAttention(nn.Module):
         scores = self.score_proj(torch.tanh(q + k)).squeeze(-1)  # (B, Tq, Tk)
         weights = self.dropout(masked_softmax(scores, mask=mask))  # (B, Tq, Tk)
         return weights @ value, weights  # (B, Tq, vdim), (B, Tq, Tk)
+
+
+# --------------------------------------------------------------------------------------------
+# 6. Tiled attention: exact attention without the (Tq, Tk) matrix (chapter 12)
+# --------------------------------------------------------------------------------------------
+
+
+def tiled_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    causal: bool = False,
+    block_size: int = 128,
+    scale: float | None = None,
+) -> Tensor:
+    """Exact attention computed block by block: FlashAttention's idea in plain PyTorch.
+
+    The ``(Tq, Tk)`` scores are never held whole. Each block of queries visits the keys one
+    block at a time and keeps three running quantities per query: the largest score so far
+    ``m``, the sum ``l`` of ``exp(score - m)`` and the weighted sum of values ``acc``. When a
+    block raises the maximum to ``m'``, what was summed so far is rescaled by ``exp(m - m')``,
+    so at the end ``acc / l`` is exactly ``softmax(Q K^T * scale) V`` (the "online softmax").
+    Extra memory: ``O(block_size^2)`` per step plus the output, linear in the length.
+
+    Args:
+        q: ``(..., Tq, d_k)``.
+        k: ``(..., Tk, d_k)``.
+        v: ``(..., Tk, d_v)``.
+        causal: Query ``i`` sees keys ``j <= i + Tk - Tq`` (queries are the last positions,
+            as ``is_causal`` in :func:`scaled_dot_product_attention`); key blocks entirely in
+            the future are skipped.
+        block_size: Queries and keys per block.
+        scale: Multiplies the scores; defaults to ``1 / sqrt(d_k)``.
+
+    Returns:
+        ``(..., Tq, d_v)``, equal to :func:`scaled_dot_product_attention` (a query with no key
+        to see gets zeros).
+    """
+    _check_sdpa_inputs(q, k, v, None, None, 0.0, scale)
+    _checks.positive_int(block_size, "block_size")
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    q_len, k_len = q.shape[-2], k.shape[-2]
+    offset = k_len - q_len  # causal: query i sees keys j <= i + offset
+    blocks = []
+    for i in range(0, q_len, block_size):
+        q_blk = q[..., i : i + block_size, :] * scale  # (..., bq, d_k)
+        rows = q_blk.shape[-2]
+        row_max = q.new_full((*q_blk.shape[:-1], 1), NEG_INF)  # (..., bq, 1): m
+        row_sum = q.new_zeros((*q_blk.shape[:-1], 1))  # (..., bq, 1): l
+        acc = q.new_zeros((*q_blk.shape[:-1], v.shape[-1]))  # (..., bq, d_v): acc
+        stop = min(k_len, i + rows + offset) if causal else k_len  # later keys: all in the future
+        for j in range(0, stop, block_size):
+            scores = q_blk @ k[..., j : j + block_size, :].transpose(-2, -1)  # (..., bq, bk)
+            if causal:
+                query_pos = torch.arange(i, i + rows, device=q.device)[:, None] + offset
+                key_pos = torch.arange(j, j + scores.shape[-1], device=q.device)[None, :]
+                scores = scores.masked_fill(key_pos > query_pos, NEG_INF)  # (..., bq, bk)
+            new_max = torch.maximum(row_max, scores.amax(dim=-1, keepdim=True))  # m'
+            ref = new_max.masked_fill(new_max == NEG_INF, 0.0)  # no key seen yet: avoid inf - inf
+            p = torch.exp(scores - ref)  # (..., bq, bk), unnormalised weights
+            rescale = torch.exp(row_max - ref)  # (..., bq, 1): exp(m - m')
+            row_sum = row_sum * rescale + p.sum(dim=-1, keepdim=True)
+            acc = acc * rescale + p @ v[..., j : j + block_size, :]  # (..., bq, d_v)
+            row_max = new_max
+        blocks.append(acc / row_sum.masked_fill(row_sum == 0, 1.0))  # no key seen: 0 / 1 = 0
+    return torch.cat(blocks, dim=-2)  # (..., Tq, d_v)
 
 
 # --------------------------------------------------------------------------------------------

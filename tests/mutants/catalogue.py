@@ -38,6 +38,7 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     ),
     "mtlib/attention.py": (
         "tests/test_attention.py",
+        "tests/test_efficient.py",
         "tests/test_api_traps.py",
         "tests/test_masks.py",
         "tests/test_blocks.py",
@@ -151,9 +152,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "A15", _ATT,
-        "k = torch.cat([self.k, k], dim=2)  # (B, H, T_cached + T_new, Dh)\n"
-        "            v = torch.cat([self.v, v], dim=2)  # (B, H, T_cached + T_new, Dh)",
-        "pass  # new keys and values replace the cached ones",
+        "            else:\n                k, v = self._append(k, v)",
+        "            else:\n                pass  # new keys and values replace the cached ones",
         "KV cache not appended: each step sees only its own token",
     ),
     Mutant(
@@ -206,6 +206,48 @@ MUTANTS: list[Mutant] = [
         "empty rows made finite with 1.0 instead of 0.0 before the softmax",
         equivalent="any finite constant row gives the same uniform softmax, and those rows are "
         "zeroed afterwards with no gradient through them",
+    ),
+    Mutant(
+        "A24", _ATT,
+        "k = torch.cat([self.k, k], dim=2)  # (B, H, T_cached + T_new, Dh)",
+        "k = k  # (B, H, T_cached + T_new, Dh)",
+        "KV cache with gradients: new keys replace the cached ones (only the values are appended)",
+    ),
+    Mutant(
+        "A25", _ATT,
+        "buf_k[:, :, t : t + new] = k  # in place: the cached positions are not copied",
+        "buf_k[:, :, t : t + new] = v  # in place: the cached positions are not copied",
+        "KV cache buffer: values written where the keys go",
+    ),
+    Mutant(
+        "A26", _ATT,
+        "self._buffers[0][:, :, :t] = self.k  # the one copy of the cached positions",
+        "pass  # the one copy of the cached positions",
+        "KV cache growth forgets the cached keys when the buffer is reallocated",
+    ),
+    Mutant(
+        "A27", _ATT,
+        "if self._buffers is None or not self._holds(self._buffers, t + new):",
+        "if self._buffers is None:",
+        "KV cache writes past its buffer, or into a buffer that beam search replaced",
+    ),
+    Mutant(
+        "A28", _ATT,
+        "acc = acc * rescale + p @ v[..., j : j + block_size, :]  # (..., bq, d_v)",
+        "acc = acc + p @ v[..., j : j + block_size, :]  # (..., bq, d_v)",
+        "tiled attention: the running sum of values is not rescaled when the maximum rises",
+    ),
+    Mutant(
+        "A29", _ATT,
+        "stop = min(k_len, i + rows + offset) if causal else k_len  # later keys: all in the future",
+        "stop = min(k_len, i + offset) if causal else k_len  # later keys: all in the future",
+        "tiled causal attention skips the key block on the diagonal",
+    ),
+    Mutant(
+        "A30", _ATT,
+        "ref = new_max.masked_fill(new_max == NEG_INF, 0.0)  # no key seen yet: avoid inf - inf",
+        "ref = new_max  # no key seen yet: avoid inf - inf",
+        "tiled attention: a query with no visible key yet computes -inf - (-inf) = NaN",
     ),
     # ------------------------------------------------------------------- masks.py (chapter 5)
     Mutant(
