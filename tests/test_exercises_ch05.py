@@ -187,19 +187,19 @@ def forgot_causal(lengths, max_len):
 def test_correct_combined_masks_pass(capsys):
     exercises.check_combined_mask(good_combined)
     exercises.check_combined_mask(good_combined_by_hand)
-    assert capsys.readouterr().out.count("check_combined_mask: all 2 cases passed.") == 2
+    assert capsys.readouterr().out.count("check_combined_mask: all 3 cases passed.") == 2
 
 
 @pytest.mark.parametrize(
     "bad, match",
     [
-        (combined_with_or, r"(?s)case 1 of 2 .*Hint: you combined the masks with OR"),
-        (padding_on_queries, r"(?s)case 1 of 2 .*Hint: your padding hides the padded QUERIES"),
-        (no_head_dim, r"(?s)case 1 of 2 .*Hint: your mask has shape \(B, T, T\)"),
-        (forgot_causal, r"(?s)case 1 of 2 .*Hint: your mask has no causal part"),
-        (padding_on_queries_and_keys, r"(?s)case 1 of 2 .*Hint: your padding hides the padded QUERIES"),
-        (combined_pytorch_sign, r"(?s)case 1 of 2 .*Hint: your mask has PyTorch's sign"),
-        (combined_next_token, r"(?s)case 1 of 2 .*Hint: your causal part lets each query see the next token"),
+        (combined_with_or, r"(?s)case 1 of 3 .*Hint: you combined the masks with OR"),
+        (padding_on_queries, r"(?s)case 1 of 3 .*Hint: your padding hides the padded QUERIES"),
+        (no_head_dim, r"(?s)case 1 of 3 .*Hint: your mask has shape \(B, T, T\)"),
+        (forgot_causal, r"(?s)case 1 of 3 .*Hint: your mask has no causal part"),
+        (padding_on_queries_and_keys, r"(?s)case 1 of 3 .*Hint: your padding hides the padded QUERIES"),
+        (combined_pytorch_sign, r"(?s)case 1 of 3 .*Hint: your mask has PyTorch's sign"),
+        (combined_next_token, r"(?s)case 1 of 3 .*Hint: your causal part lets each query see the next token"),
         (combined_value_error, r"(?s)entries differ from the reference; the first is at sequence 0, - 0, query 0, key 1"),
     ],
 )

@@ -180,14 +180,14 @@ def test_correct_blocks_pass(capsys):
     exercises.check_pre_ln_block(pre_ln)
     exercises.check_pre_ln_block(pre_ln_variant)
     out = capsys.readouterr().out
-    assert out.count("check_post_ln_block: all 2 cases passed.") == 1
-    assert out.count("check_pre_ln_block: all 2 cases passed.") == 2
+    assert out.count("check_post_ln_block: all 3 cases passed.") == 1
+    assert out.count("check_pre_ln_block: all 3 cases passed.") == 2
 
 
 @pytest.mark.parametrize(
     "bad, match",
     [
-        (pre_ln, r"(?s)case 1 of 2 .*known mistake\nHint: this is the Pre-LN wiring"),
+        (pre_ln, r"(?s)case 1 of 3 .*known mistake\nHint: this is the Pre-LN wiring"),
         (post_no_residual, r"(?s)known mistake\nHint: there is no residual connection"),
         (post_swapped, r"(?s)known mistake\nHint: norm1 belongs to the attention"),
     ],
@@ -200,11 +200,11 @@ def test_wrong_post_ln_is_named(bad, match):
 @pytest.mark.parametrize(
     "bad, match",
     [
-        (post_ln, r"(?s)case 1 of 2 .*known mistake\nHint: this is the Post-LN wiring"),
+        (post_ln, r"(?s)case 1 of 3 .*known mistake\nHint: this is the Post-LN wiring"),
         (pre_no_residual, r"(?s)known mistake\nHint: there is no residual connection"),
         (pre_norm_after, r"(?s)known mistake\nHint: you normalised the sublayer's output"),
         (pre_swapped, r"(?s)known mistake\nHint: norm1 belongs to the attention"),
-        (pre_ffn_first, r"(?s)case 1 of 2 .*values differ from the reference"),
+        (pre_ffn_first, r"(?s)case 1 of 3 .*values differ from the reference"),
     ],
 )
 def test_wrong_pre_ln_is_named(bad, match):

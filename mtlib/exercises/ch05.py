@@ -238,6 +238,7 @@ def check_combined_mask(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None
     hint = "combine causal (T, T) and padding (B, 1, 1, T) with &: broadcasting gives (B, 1, T, T)"
     cases = [
         _Case("lengths [4, 2, 1], max_len 4", (torch.tensor([4, 2, 1]), 4), hint=hint),
+        _Case("lengths [1, 3, 3, 2], max_len 3", (torch.tensor([1, 3, 3, 2]), 3), hint=hint),
         _Case("lengths [3, 5], max_len 6", (torch.tensor([3, 5]), 6), hint=hint),
     ]
     _run("check_combined_mask", fn, cases, _combined, mistakes, ("sequence", "-", "query", "key"))

@@ -219,6 +219,7 @@ def _block_cases() -> list[_Case]:
     return [
         _Case("batch 2, seq_len 3, d_model 5", _block_case(0, 2, 3, 5)),
         _Case("batch 1, seq_len 6, d_model 4", _block_case(1, 1, 6, 4)),
+        _Case("batch 3, seq_len 1, d_model 7", _block_case(2, 3, 1, 7)),
     ]
 
 

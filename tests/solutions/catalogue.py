@@ -476,27 +476,27 @@ BUGS: dict[str, list[Bug]] = {
         Bug(
             "OR instead of AND",
             t05.combined_with_or,
-            r"case 1 of 2 .*Hint: you combined the masks with OR",
+            r"case 1 of 3 .*Hint: you combined the masks with OR",
         ),
         Bug(
             "padding on the queries",
             t05.padding_on_queries,
-            r"case 1 of 2 .*Hint: your padding hides the padded QUERIES",
+            r"case 1 of 3 .*Hint: your padding hides the padded QUERIES",
         ),
         Bug(
             "no head dimension",
             t05.no_head_dim,
-            r"case 1 of 2 .*Hint: your mask has shape \(B, T, T\)",
+            r"case 1 of 3 .*Hint: your mask has shape \(B, T, T\)",
         ),
         Bug(
             "causal part missing",
             t05.forgot_causal,
-            r"case 1 of 2 .*Hint: your mask has no causal part",
+            r"case 1 of 3 .*Hint: your mask has no causal part",
         ),
         Bug(
             "causal diagonal off by one",
             t05.combined_next_token,
-            r"case 1 of 2 .*Hint: your causal part lets each query see the next token",
+            r"case 1 of 3 .*Hint: your causal part lets each query see the next token",
         ),
     ],
     "check_sinusoidal_encoding": [
@@ -615,12 +615,12 @@ BUGS: dict[str, list[Bug]] = {
         ),
     ],
     "check_post_ln_block": [
-        Bug("Pre-LN wiring", t07.pre_ln, r"case 1 of 2 .*Hint: this is the Pre-LN wiring"),
+        Bug("Pre-LN wiring", t07.pre_ln, r"case 1 of 3 .*Hint: this is the Pre-LN wiring"),
         Bug("no residual", t07.post_no_residual, r"Hint: there is no residual connection"),
         Bug("norms swapped", t07.post_swapped, r"Hint: norm1 belongs to the attention"),
     ],
     "check_pre_ln_block": [
-        Bug("Post-LN wiring", t07.post_ln, r"case 1 of 2 .*Hint: this is the Post-LN wiring"),
+        Bug("Post-LN wiring", t07.post_ln, r"case 1 of 3 .*Hint: this is the Post-LN wiring"),
         Bug("no residual", t07.pre_no_residual, r"Hint: there is no residual connection"),
         Bug(
             "norm on the sublayer's output",
@@ -628,7 +628,7 @@ BUGS: dict[str, list[Bug]] = {
             r"Hint: you normalised the sublayer's output",
         ),
         Bug("norms swapped", t07.pre_swapped, r"Hint: norm1 belongs to the attention"),
-        Bug("FFN before attention", t07.pre_ffn_first, r"case 1 of 2 .*values differ"),
+        Bug("FFN before attention", t07.pre_ffn_first, r"case 1 of 3 .*values differ"),
     ],
     "check_shift_right": [
         Bug(
