@@ -1,0 +1,336 @@
+"""Data-parallel and sharded training of a small GPT, launched by ``torchrun`` (chapter 13).
+
+The worker script of chapter 13 and of ``tests/test_distributed.py``. Every rank runs it::
+
+    torchrun --standalone --nproc_per_node=2 -m mtlib.experiments.ddp --out report.json
+
+and rank 0 writes one JSON report: per run, the loss of every step (the mean over the ranks,
+i.e. the loss of the global batch) and what the run measured. The runs (``--runs``):
+
+- ``grads``: one batch: the DDP gradients against one process's gradients of the whole global
+  batch, the same with two micro-batches accumulated under ``no_sync`` (and the number of
+  all-reduces that took), and a checkpoint saved by rank 0 and loaded through rank 0.
+- ``ddp``: :func:`mtlib.train.fit`, unchanged, on a ``DistributedDataParallel`` GPT; each rank
+  reads its shard of every global batch through ``torch.utils.data.DistributedSampler``.
+  Also counts the bytes DDP hands to all-reduce (a communication hook) and times a step with
+  and without the all-reduce.
+- ``break_sampler_seed``: the samplers of the ranks seeded differently (``seed=rank``): the
+  shards overlap and the global batch is not the one of a single process.
+- ``break_no_sampler``: no sharding: every rank reads the whole global batch's first half.
+- ``control_init_seed``: the *models* seeded differently per rank: harmless, because DDP
+  broadcasts rank 0's parameters when it wraps the model.
+- ``zero``: ``ZeroRedundancyOptimizer``: each rank keeps the AdamW state of its part of the
+  parameters only; the optimizer state per rank is measured.
+- ``fsdp``: FSDP2's ``fully_shard`` (each block, then the root): parameters, gradients and
+  optimizer state sharded; the parameters and state per rank are measured.
+
+The data (:func:`dataset`) is every 33-character window (step 33) of Python's own documentation
+(``pydoc_data.topics``), one id per printable ASCII character. Everything but the launch is in
+this module so that the chapter and the tests run the single-process reference with the same
+definitions (:func:`global_batch`, :func:`model_config`, :func:`loss_fn`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+
+from mtlib import distributed as du
+from mtlib import train
+from mtlib.models.gpt import GPT, GPTConfig
+
+__all__ = [
+    "GLOBAL_BATCH",
+    "LR",
+    "RUNS",
+    "dataset",
+    "global_batch",
+    "loss_fn",
+    "model_config",
+    "reference_losses",
+    "state_numel",
+]
+
+GLOBAL_BATCH = 16  # sequences per optimizer step, over all ranks
+SEQ_LEN = 32  # tokens per sequence (plus one for the shifted targets)
+NUM_SEQUENCES = 4096  # windows of the corpus in the dataset
+LR = 3e-3  # AdamW learning rate (mtlib.train.fit's default optimizer)
+RUNS = (
+    "grads",
+    "ddp",
+    "break_sampler_seed",
+    "break_no_sampler",
+    "control_init_seed",
+    "zero",
+    "fsdp",
+)
+
+
+def model_config() -> GPTConfig:
+    """A 2-layer GPT (d_model 48): small enough for hundreds of steps in a few seconds."""
+    return GPTConfig.tiny(n_layer=2, d_model=48, num_heads=4, d_ff=192, block_size=SEQ_LEN)
+
+
+def dataset() -> Tensor:
+    """(NUM_SEQUENCES, SEQ_LEN + 1) long: windows of ``pydoc_data.topics``, ids 0..95
+    (printable ASCII minus 32; any other character becomes a space)."""
+    from pydoc_data.topics import topics
+
+    text = "".join(topics[k] for k in sorted(topics))
+    codes = torch.tensor(list(text[: NUM_SEQUENCES * (SEQ_LEN + 1)].encode("ascii", "replace")))
+    codes = torch.where((codes >= 32) & (codes < 128), codes - 32, torch.zeros_like(codes))
+    return codes.reshape(NUM_SEQUENCES, SEQ_LEN + 1).long()  # (N, T + 1)
+
+
+def loss_fn(model: nn.Module, batch: Tensor) -> Tensor:
+    """Next-character cross-entropy of a batch (B, T + 1) of token ids."""
+    logits = model(batch[:, :-1])  # (B, T, V)
+    return train.sequence_loss(logits, batch[:, 1:])
+
+
+def global_batch(data: Tensor, step: int, *, seed: int = 0) -> Tensor:
+    """The global batch of ``step`` that one process would read: the next GLOBAL_BATCH indices of
+    the epoch's order (``DistributedSampler(shuffle=True, seed=seed)``'s permutation)."""
+    order = du.shard_indices(len(data), 0, 1, shuffle=True, seed=seed)
+    return data[order[step * GLOBAL_BATCH : (step + 1) * GLOBAL_BATCH]]  # (B, T + 1)
+
+
+def reference_losses(steps: int, *, seed: int = 0) -> list[float]:
+    """Per-step losses of one process training on the whole global batch (:func:`train.fit`)."""
+    data = dataset()
+    du.seed_all(seed)
+    model = GPT(model_config())
+    history = train.fit(
+        model, loss_fn, lambda s: global_batch(data, s), steps=steps, lr=LR, seed=seed
+    )
+    return history.loss
+
+
+def state_numel(optimizer: torch.optim.Optimizer) -> int:
+    """Numbers held in an optimizer's per-parameter state on this rank (AdamW: exp_avg and
+    exp_avg_sq; the scalar step counters are left out). DTensors count their local shard."""
+    local_optimizer = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer's own
+    total = 0
+    for state in local_optimizer.state.values():
+        for key, value in state.items():
+            if key != "step" and isinstance(value, Tensor):
+                local = value.to_local() if hasattr(value, "to_local") else value
+                total += local.numel()
+    return total
+
+
+def _local_numel(module: nn.Module) -> int:
+    return sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in module.parameters())
+
+
+def _rank_batches(data: Tensor, run: str, env: du.DistEnv, seed: int) -> Callable[[int], Tensor]:
+    """step -> this rank's local batch, through PyTorch's DistributedSampler (or a bug)."""
+    local = GLOBAL_BATCH // env.world_size
+    sampler_seed = seed + env.rank if run == "break_sampler_seed" else seed
+    sampler: torch.utils.data.DistributedSampler[int] = torch.utils.data.DistributedSampler(
+        range(len(data)),  # type: ignore[arg-type]  # any sized sequence works as a dataset
+        num_replicas=env.world_size, rank=env.rank, shuffle=True,
+        seed=sampler_seed,
+    )  # fmt: skip
+    mine = list(sampler)
+    if run == "break_no_sampler":  # every rank reads the first indices of the common order
+        mine = du.shard_indices(len(data), 0, 1, shuffle=True, seed=seed)
+
+    def batches(step: int) -> Tensor:
+        return data[mine[step * local : (step + 1) * local]]  # (B / world, T + 1)
+
+    return batches
+
+
+def _counting_hook(counter: list[int], bucket: dist.GradBucket) -> torch.futures.Future[Tensor]:
+    """DDP communication hook: record the bytes of the bucket, then all-reduce it as usual."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    buffer = bucket.buffer()
+    counter.append(buffer.numel() * buffer.element_size())
+    return default_hooks.allreduce_hook(dist.group.WORLD, bucket)  # type: ignore[arg-type]
+
+
+# DDP checks a hook's annotations as objects; ``from __future__ import annotations`` made strings
+_counting_hook.__annotations__["bucket"] = dist.GradBucket
+_counting_hook.__annotations__["return"] = torch.futures.Future[torch.Tensor]
+
+
+def _timings(
+    ddp: nn.parallel.DistributedDataParallel, batch: Tensor, reps: int
+) -> dict[str, float]:
+    """Median seconds of forward + backward without all-reduce (no_sync), with it, and of one
+    all-reduce of a buffer as large as the gradients."""
+
+    def median_time(fn: Callable[[], Any]) -> float:
+        times = []
+        for _ in range(reps):
+            dist.barrier()
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return sorted(times)[len(times) // 2]
+
+    def compute_only() -> None:
+        with ddp.no_sync():
+            loss_fn(ddp, batch).backward()
+
+    def with_allreduce() -> None:
+        loss_fn(ddp, batch).backward()
+
+    flat = torch.zeros(sum(p.numel() for p in ddp.parameters()))
+    return {
+        "compute_s": median_time(compute_only),
+        "step_s": median_time(with_allreduce),
+        "allreduce_s": median_time(lambda: dist.all_reduce(flat)),
+    }
+
+
+def _max_over_ranks(value: float) -> float:
+    tensor = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return float(tensor.item())
+
+
+def _grad_gap(model: nn.Module, reference: nn.Module) -> float:
+    """Largest |gradient difference| over all parameters, over all ranks."""
+    gaps = [
+        (p.grad - q.grad).abs().max().item()
+        for p, q in zip(model.parameters(), reference.parameters(), strict=True)
+        if p.grad is not None and q.grad is not None
+    ]
+    return _max_over_ranks(max(gaps))
+
+
+def _check_grads(data: Tensor, env: du.DistEnv, seed: int, checkpoint: Path) -> dict[str, Any]:
+    """DDP's gradients vs one process's on the whole batch; no_sync accumulation; checkpoint."""
+    du.seed_all(seed)
+    model = GPT(model_config())
+    reference = copy.deepcopy(model)  # one process, the whole global batch
+    loss_fn(reference, global_batch(data, 0, seed=seed)).backward()
+    ddp = nn.parallel.DistributedDataParallel(model)
+    counter: list[int] = []
+    ddp.register_comm_hook(counter, _counting_hook)
+    local = _rank_batches(data, "ddp", env, seed)(0)  # (B / world, T + 1) this rank's shard
+    loss_fn(ddp, local).backward()
+    report: dict[str, Any] = {"run": "grads", "ddp_grad_gap": _grad_gap(model, reference)}
+    report["allreduces_one_batch"] = len(counter)
+    ddp.zero_grad(set_to_none=True)
+    counter.clear()
+    du.accumulate_gradients(ddp, local.chunk(2), loss_fn)  # two micro-batches of B / (2 world)
+    report["accumulated_grad_gap"] = _grad_gap(model, reference)
+    report["allreduces_accumulated"] = len(counter)
+    with torch.no_grad():  # a step of plain SGD, so that the checkpoint is not the initial model
+        for p in model.parameters():
+            if p.grad is not None:
+                p.sub_(0.1 * p.grad)
+    du.save_on_rank0({"model": model.state_dict(), "step": 1}, checkpoint)
+    restored = GPT(model_config())
+    state = du.load_from_rank0(checkpoint)
+    restored.load_state_dict(state["model"])
+    same = all(
+        torch.equal(p, q) for p, q in zip(model.parameters(), restored.parameters(), strict=True)
+    )
+    report["checkpoint_equal_on_every_rank"] = _max_over_ranks(0.0 if same else 1.0) == 0.0
+    if du.is_main():
+        checkpoint.unlink()
+    return report
+
+
+def _run(run: str, data: Tensor, env: du.DistEnv, steps: int, seed: int) -> dict[str, Any]:
+    du.seed_all(seed + env.rank if run == "control_init_seed" else seed)
+    model = GPT(model_config())
+    batches = _rank_batches(data, run, env, seed)
+    report: dict[str, Any] = {"run": run, "steps": steps}
+    if run == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        total = sum(p.numel() for p in model.parameters())
+        for block in model.h:
+            fully_shard(block)
+        fully_shard(model)
+        wrapped: nn.Module = model
+        optimizer: torch.optim.Optimizer = torch.optim.AdamW(
+            model.parameters(), lr=LR, betas=(0.9, 0.98), weight_decay=0.0
+        )
+        report.update(params_total=total, params_local=_local_numel(model))
+    else:
+        ddp = nn.parallel.DistributedDataParallel(model)
+        wrapped = ddp
+        optimizer = torch.optim.AdamW(
+            ddp.parameters(), lr=LR, betas=(0.9, 0.98), weight_decay=0.0, fused=True
+        )
+        if run == "zero":
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+
+            optimizer = ZeroRedundancyOptimizer(
+                ddp.parameters(), optimizer_class=torch.optim.AdamW, lr=LR, betas=(0.9, 0.98),
+                weight_decay=0.0, fused=True,
+            )  # fmt: skip
+        counter: list[int] = []
+        if run == "ddp":
+            ddp.register_comm_hook(counter, _counting_hook)
+        report["params_total"] = sum(p.numel() for p in model.parameters())
+    start = time.perf_counter()
+    history = train.fit(wrapped, loss_fn, batches, steps=steps, optimizer=optimizer, seed=seed)
+    report["train_s"] = time.perf_counter() - start
+    losses = torch.tensor(history.loss, dtype=torch.float64)  # (steps,) this rank's losses
+    dist.all_reduce(losses)
+    report["loss"] = (losses / env.world_size).tolist()  # the global batch's loss per step
+    state_local = torch.tensor([state_numel(optimizer)])
+    states = [torch.zeros_like(state_local) for _ in range(env.world_size)]
+    dist.all_gather(states, state_local)
+    report["state_per_rank"] = [int(s) for s in states]
+    if run == "ddp":
+        report["allreduce_bytes_per_step"] = sum(counter) // steps
+        report["buckets_per_step"] = len(counter) // steps
+        report.update(_timings(ddp, batches(0), reps=15))
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the arguments, run the requested runs on every rank, write the report on rank 0."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="JSON report (rank 0 writes)")
+    parser.add_argument("--runs", default="ddp", help=f"comma-separated, from {','.join(RUNS)}")
+    parser.add_argument("--steps", type=int, default=200, help="steps of the 'ddp' run")
+    parser.add_argument("--short-steps", type=int, default=40, help="steps of the other runs")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    runs = args.runs.split(",")
+    unknown = sorted(set(runs) - set(RUNS))
+    if unknown:
+        parser.error(f"unknown runs {unknown}; choose from {RUNS}")
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    started = time.perf_counter()
+    env = du.setup()
+    if env.world_size < 2 or GLOBAL_BATCH % env.world_size:
+        raise SystemExit(f"launch with torchrun and a world size dividing {GLOBAL_BATCH}")
+    setup_s = time.perf_counter() - started
+    data = dataset()
+    reports = []
+    for run in runs:
+        if run == "grads":
+            reports.append(_check_grads(data, env, args.seed, args.out.with_suffix(".ckpt.pt")))
+            continue
+        steps = args.steps if run == "ddp" else args.short_steps
+        reports.append(_run(run, data, env, steps, args.seed))
+    if du.is_main():
+        report = {"world_size": env.world_size, "backend": env.backend, "setup_s": setup_s,
+                  "runs": {r["run"]: r for r in reports}}  # fmt: skip
+        args.out.write_text(json.dumps(report))
+    du.teardown()
+
+
+if __name__ == "__main__":
+    main()
