@@ -150,6 +150,7 @@ def train_model(
     causal: bool = True,
     device: torch.device | str = "cpu",
     eval_every: int = 250,
+    config_overrides: dict[str, Any] | None = None,
 ) -> tuple[GPT, train.History]:
     """Train the chapter's model from scratch.
 
@@ -164,6 +165,7 @@ def train_model(
         causal: False trains :func:`forward_without_mask` instead (the "break it" model).
         device: where to train.
         eval_every: validation loss every this many steps (and at the end).
+        config_overrides: changes to :func:`model_config`, e.g. ``{"block_size": 16}``.
 
     Returns:
         The trained model (eval mode) and the :class:`~mtlib.train.History`; its evaluations
@@ -171,7 +173,7 @@ def train_model(
     """
     tokenizer, train_ids, val_ids = splits()
     torch.manual_seed(seed)
-    model = GPT(model_config(tokenizer.vocab_size)).to(device)
+    model = GPT(model_config(tokenizer.vocab_size, **(config_overrides or {}))).to(device)
     length = model.config.block_size
     train_ids, val_ids = train_ids.to(device), val_ids.to(device)
 
