@@ -1,0 +1,452 @@
+"""A Vision Transformer on scikit-learn's 8 x 8 digits, beside a CNN and an MLP (chapter 11).
+
+This module holds what chapter 11 trains and measures, so that the notebook shows the
+experiments and not the plumbing:
+
+- :func:`vit_config`, :class:`TrainSettings`: the chapter's ViT (patches of 2 x 2, so 16 tokens
+  plus the class token, width 64, 3 Pre-LN layers) and its training recipe (AdamW, warm-up +
+  cosine decay, label smoothing), through :func:`mtlib.train.fit`;
+- :class:`SmallCNN` and :class:`MLP`: the baselines, sized to about the ViT's parameter count;
+- :func:`train_classifier`, :func:`accuracy`: training any of them, on all or part of the
+  training set, with the same recipe;
+- :func:`position_similarity`: the learned position embeddings' cosine similarity against the
+  distance between patches on the grid;
+- :func:`occlusion_importance`: how much blanking each patch lowers the true class's probability
+  (the perturbation baseline that attention rollout is checked against);
+- a checkpoint (:data:`CHECKPOINT`) written by this script and loaded by the chapter and a test.
+
+Run ``python -m mtlib.experiments.digits`` to train the ViT (3 seeds), the ViT without
+position embeddings, the CNN and the MLP (3 seeds each), the ViT and the CNN on growing subsets
+of the training set, and rewrite the checkpoint with that report (30 runs of about a minute
+each on one CPU thread).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from dataclasses import asdict, dataclass, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from mtlib import train
+from mtlib.data.digits import DigitsSplit, digits_split
+from mtlib.models.vit import ViT, ViTConfig, attention_rollout
+
+__all__ = [
+    "CHECKPOINT",
+    "MLP",
+    "SmallCNN",
+    "TrainSettings",
+    "accuracy",
+    "count_parameters",
+    "grid_distances",
+    "load_checkpoint",
+    "make_model",
+    "occlusion_importance",
+    "position_similarity",
+    "rowwise_correlation",
+    "explanation_agreement",
+    "shuffle_patches",
+    "similarity_distance_correlation",
+    "similarity_ink_correlation",
+    "ink_share",
+    "train_classifier",
+    "vit_config",
+]
+
+CHECKPOINT = Path(str(resources.files("mtlib.experiments"))) / "digits_checkpoint.pt"
+SEEDS = (0, 1, 2)
+TRAIN_SIZES = (100, 300, 700, 1438)  # training images for the data-size curves
+#: the fixed order in which "break it" rearranges the 16 patches
+SHUFFLE = torch.randperm(16, generator=torch.Generator().manual_seed(0))
+
+
+def vit_config(**overrides: Any) -> ViTConfig:
+    """The chapter's ViT: 8 x 8 grey digits, 2 x 2 patches (16 tokens), width 64, 3 layers."""
+    settings: dict[str, Any] = dict(
+        image_size=8,
+        patch_size=2,
+        num_channels=1,
+        d_model=64,
+        num_heads=4,
+        d_ff=128,
+        n_layer=3,
+        num_classes=10,
+        dropout=0.1,
+    )
+    settings.update(overrides)
+    return ViTConfig(**settings)
+
+
+@dataclass
+class TrainSettings:
+    """How every model of the chapter is trained (the same recipe for the ViT and baselines)."""
+
+    steps: int = 600  # optimizer steps (about 53 passes over the 1,438 training images)
+    batch_size: int = 128  # images per step, drawn at random with replacement
+    lr: float = 3e-3  # peak learning rate of AdamW
+    weight_decay: float = 0.05  # AdamW's decoupled weight decay
+    warmup: int = 60  # linear warm-up steps, then cosine decay to 0
+    label_smoothing: float = 0.1  # on the cross-entropy
+
+
+class SmallCNN(nn.Module):
+    """A small convolutional network: two 3 x 3 conv layers, 2 x 2 max-pool, a third conv,
+    global average pooling and a linear classifier.
+
+    Args:
+        width: channels of the first conv layer (the second and third have ``2 * width`` and
+            ``4 * width``).
+        num_classes: output classes.
+    """
+
+    def __init__(self, width: int = 33, num_classes: int = 10) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, width, 3, padding=1),  # (B, w, 8, 8)
+            nn.GELU(),
+            nn.Conv2d(width, 2 * width, 3, padding=1),  # (B, 2w, 8, 8)
+            nn.GELU(),
+            nn.MaxPool2d(2),  # (B, 2w, 4, 4)
+            nn.Conv2d(2 * width, 4 * width, 3, padding=1),  # (B, 4w, 4, 4)
+            nn.GELU(),
+            nn.AdaptiveAvgPool2d(1),  # (B, 4w, 1, 1)
+            nn.Flatten(),  # (B, 4w)
+        )
+        self.head = nn.Linear(4 * width, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, 1, 8, 8) images -> (B, num_classes) logits."""
+        return self.head(self.features(x))
+
+
+class MLP(nn.Module):
+    """A multilayer perceptron on the 64 flattened pixels: two hidden GELU layers.
+
+    Args:
+        hidden: width of both hidden layers.
+        num_classes: output classes.
+        dropout: dropout after each hidden layer.
+    """
+
+    def __init__(self, hidden: int = 280, num_classes: int = 10, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Flatten(),  # (B, 64)
+            nn.Linear(64, hidden),
+            nn.GELU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden, hidden),
+            nn.GELU(),
+            nn.Dropout(dropout),
+            nn.Linear(hidden, num_classes),
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        """(B, 1, 8, 8) images -> (B, num_classes) logits."""
+        return self.net(x)
+
+
+def make_model(kind: str, *, seed: int) -> nn.Module:
+    """A freshly initialised model: ``"vit"``, ``"vit_nopos"`` (position embeddings zero and
+    frozen), ``"cnn"`` or ``"mlp"``."""
+    torch.manual_seed(seed)
+    if kind in ("vit", "vit_nopos"):
+        model = ViT(vit_config())
+        if kind == "vit_nopos":
+            with torch.no_grad():
+                model.pos_embed.zero_()
+            model.pos_embed.requires_grad_(False)  # fit() trains only what requires grad
+        return model
+    if kind == "cnn":
+        return SmallCNN()
+    if kind == "mlp":
+        return MLP()
+    raise ValueError(f"kind must be 'vit', 'vit_nopos', 'cnn' or 'mlp', got {kind!r}")
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@torch.no_grad()
+def accuracy(model: nn.Module, images: Tensor, labels: Tensor) -> float:
+    """Share of ``images`` (B, 1, 8, 8) that ``model`` classifies as ``labels`` (eval mode)."""
+    was_training = model.training
+    model.eval()
+    correct = (model(images).argmax(-1) == labels).float().mean().item()
+    model.train(was_training)
+    return correct
+
+
+def train_classifier(
+    model: nn.Module,
+    data: DigitsSplit,
+    settings: TrainSettings | None = None,
+    *,
+    seed: int = 0,
+    steps: int | None = None,
+) -> train.History:
+    """Train ``model`` in place on ``data``'s training images with the chapter's recipe.
+
+    Batches are drawn with replacement by a generator seeded by ``(seed, step)``, so a run is
+    deterministic on a given machine. Test accuracy is evaluated at the end (``history.evals``).
+    ``steps`` stops the run early (the learning-rate schedule stays the full run's): the first
+    ``steps`` steps of a full run, exactly.
+    """
+    s = settings or TrainSettings()
+    x, y = data.x_train, data.y_train
+
+    def batches(step: int) -> tuple[Tensor, Tensor]:
+        g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+        index = torch.randint(0, len(y), (s.batch_size,), generator=g)
+        return x[index], y[index]
+
+    def loss_fn(m: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
+        return F.cross_entropy(m(batch[0]), batch[1], label_smoothing=s.label_smoothing)
+
+    def evaluate(m: nn.Module) -> dict[str, float]:
+        return {"test_accuracy": accuracy(m, data.x_test, data.y_test)}
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=s.lr, weight_decay=s.weight_decay)
+    return train.fit(
+        model,
+        loss_fn,
+        batches,
+        steps=s.steps if steps is None else steps,
+        optimizer=optimizer,
+        schedule=train.warmup_cosine(s.warmup, s.steps),
+        eval_fn=evaluate,
+        eval_every=s.steps if steps is None else steps,
+        seed=seed,
+    )
+
+
+def grid_distances(grid: int) -> Tensor:
+    """Euclidean distances between the cells of a ``grid x grid`` patch grid, (N, N), row-major."""
+    rows, cols = torch.meshgrid(torch.arange(grid), torch.arange(grid), indexing="ij")
+    where = torch.stack([rows.flatten(), cols.flatten()], dim=1).float()  # (N, 2)
+    return torch.cdist(where, where)  # (N, N)
+
+
+def position_similarity(model: ViT | Tensor) -> tuple[Tensor, Tensor]:
+    """Cosine similarity between the patches' learned position embeddings, and grid distances.
+
+    Args:
+        model: a :class:`ViT`, or its ``pos_embed`` (1, 1 + N, d_model) or (1 + N, d_model).
+
+    Returns:
+        ``(similarity, distance)``, both (N, N): ``similarity[i, j]`` is the cosine of the
+        embeddings of patches ``i`` and ``j`` (class token excluded), ``distance[i, j]`` their
+        distance on the grid in patches.
+    """
+    pos = (
+        (model.pos_embed if isinstance(model, ViT) else model)
+        .detach()
+        .reshape(-1, model_width(model))
+    )
+    pos = F.normalize(pos[1:], dim=-1)  # (N, d_model), unit rows
+    grid = int(math.isqrt(pos.shape[0]))
+    return pos @ pos.T, grid_distances(grid)  # (N, N) each
+
+
+def model_width(model: ViT | Tensor) -> int:
+    """d_model of a ViT or of a position-embedding tensor."""
+    return model.config.d_model if isinstance(model, ViT) else int(model.shape[-1])
+
+
+def _pearson(a: Tensor, b: Tensor) -> float:
+    a, b = a.flatten().double(), b.flatten().double()
+    a, b = a - a.mean(), b - b.mean()
+    return float((a @ b) / (a.norm() * b.norm()))
+
+
+def similarity_distance_correlation(model: ViT | Tensor) -> float:
+    """Pearson correlation between position similarity and grid distance over pairs i != j
+    (negative when nearby patches have more similar embeddings)."""
+    sim, dist = position_similarity(model)
+    off = ~torch.eye(len(sim), dtype=torch.bool)
+    return _pearson(sim[off], dist[off])
+
+
+def ink_share(data: DigitsSplit, *, patch: int = 2) -> Tensor:
+    """(N,): the share of training images in which patch ``n`` has at least one inked pixel."""
+    inked = data.x_train > data.background + 1e-4  # (B, 1, S, S)
+    b, c, size, _ = inked.shape
+    side = size // patch
+    grid = inked.reshape(b, c, side, patch, side, patch)  # (B, C, r, p, c, p)
+    return grid.any(dim=5).any(dim=3).any(dim=1).float().mean(0).flatten()  # (N,)
+
+
+def similarity_ink_correlation(model: ViT | Tensor, data: DigitsSplit) -> float:
+    """Pearson correlation between position similarity and the difference of the patches'
+    :func:`ink_share` over pairs i != j (negative when patches inked equally often have
+    similar embeddings)."""
+    sim, _ = position_similarity(model)
+    share = ink_share(data)
+    off = ~torch.eye(len(sim), dtype=torch.bool)
+    return _pearson(sim[off], (share[:, None] - share[None, :]).abs()[off])
+
+
+@torch.no_grad()
+def occlusion_importance(
+    model: nn.Module, images: Tensor, labels: Tensor, *, patch: int, fill: float
+) -> Tensor:
+    """How much blanking each patch lowers the probability of the true class.
+
+    Args:
+        model: a classifier of (B, C, S, S) images.
+        images: (B, C, S, S).
+        labels: (B,) true classes.
+        patch: side of the square patches, dividing S.
+        fill: the value a blanked pixel gets (the normalised background).
+
+    Returns:
+        (B, N): log-probability of the true class on the intact image minus on the image with
+        patch ``n`` (row-major) blanked (log-probabilities do not saturate near 1).
+    """
+    model.eval()
+    side = images.shape[-1] // patch
+    base = model(images).log_softmax(-1).gather(1, labels[:, None])[:, 0]  # (B,)
+    drops = []
+    for n in range(side * side):
+        row, col = divmod(n, side)
+        occluded = images.clone()
+        occluded[..., row * patch : (row + 1) * patch, col * patch : (col + 1) * patch] = fill
+        p = model(occluded).log_softmax(-1).gather(1, labels[:, None])[:, 0]  # (B,)
+        drops.append(base - p)
+    return torch.stack(drops, dim=1)  # (B, N)
+
+
+def shuffle_patches(images: Tensor, order: Tensor, *, patch: int) -> Tensor:
+    """Rearrange the patches of ``images`` (B, C, S, S): patch ``n`` of the result (row-major) is
+    patch ``order[n]`` of the input. Each patch stays intact; only where it sits changes."""
+    b, c, size, _ = images.shape
+    side = size // patch
+    x = images.reshape(b, c, side, patch, side, patch).permute(
+        0, 2, 4, 1, 3, 5
+    )  # (B, r, c, C, p, p)
+    x = x.reshape(b, side * side, c, patch, patch)[:, order]  # (B, N, C, p, p), reordered
+    x = x.reshape(b, side, side, c, patch, patch).permute(0, 3, 1, 4, 2, 5)  # (B, C, r, p, c, p)
+    return x.reshape(b, c, size, size)
+
+
+def rowwise_correlation(a: Tensor, b: Tensor) -> Tensor:
+    """Pearson correlation of each row of ``a`` with the same row of ``b`` (both (B, N)); rows
+    where either is constant give NaN."""
+    a = a.double() - a.double().mean(-1, keepdim=True)
+    b = b.double() - b.double().mean(-1, keepdim=True)
+    return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))  # (B,)
+
+
+@torch.no_grad()
+def explanation_agreement(model: ViT, data: DigitsSplit) -> dict[str, float]:
+    """Mean per-image correlation, over the test set, between occlusion importance and: attention
+    rollout (class-token row), the last layer's class-token attention, and the ink per patch."""
+    model.eval()
+    patch = model.config.patch_size
+    _, attentions = model.forward_features(data.x_test, return_attentions=True)
+    rollout = attention_rollout(attentions)[:, 0, 1:]  # (B, N): class token <- patches
+    last = attentions[-1].mean(1)[:, 0, 1:]  # (B, N)
+    pixels = data.x_test - data.background  # ink: 0 on blank pixels
+    b, c, size, _ = pixels.shape
+    side = size // patch
+    ink = pixels.reshape(b, c, side, patch, side, patch).sum((1, 3, 5)).reshape(b, -1)  # (B, N)
+    drop = occlusion_importance(model, data.x_test, data.y_test, patch=patch, fill=data.background)
+    return {
+        name: float(rowwise_correlation(drop, score).nanmean())
+        for name, score in (("rollout", rollout), ("last_layer", last), ("ink", ink))
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# The script: train everything, write the checkpoint
+# --------------------------------------------------------------------------------------------
+
+
+def save_checkpoint(models: dict[str, nn.Module], path: Path, report: dict[str, Any]) -> None:
+    """Save the models' weights (by name) and the report."""
+    torch.save({"models": {k: m.state_dict() for k, m in models.items()}, "report": report}, path)
+
+
+def load_checkpoint(path: Path | None = None) -> tuple[dict[str, nn.Module], dict[str, Any]]:
+    """The trained seed-0 models (``"vit"``, ``"vit_nopos"``) in eval mode, and the report."""
+    state = torch.load(path or CHECKPOINT, map_location="cpu", weights_only=True)
+    models: dict[str, nn.Module] = {}
+    for name, weights in state["models"].items():
+        model = make_model(name, seed=0)
+        model.load_state_dict(weights)
+        models[name] = model.eval()
+    return models, state["report"]
+
+
+def _summary(values: list[float]) -> str:
+    return f"mean {sum(values) / len(values):.4f}, min {min(values):.4f}, max {max(values):.4f}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=CHECKPOINT)
+    parser.add_argument("--steps", type=int, default=TrainSettings().steps)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    settings = replace(TrainSettings(), steps=args.steps, warmup=max(1, args.steps // 10))
+    data = digits_split()
+    report: dict[str, Any] = {"settings": asdict(settings), "split": {"seed": 0, "test_fraction": 0.2},
+                              "runs": {}, "sizes": {}, "parameters": {}}  # fmt: skip
+    keep: dict[str, nn.Module] = {}
+    for kind in ("vit", "vit_nopos", "cnn", "mlp"):
+        accs = []
+        for seed in SEEDS:
+            start = time.perf_counter()
+            model = make_model(kind, seed=seed)
+            history = train_classifier(model, data, settings, seed=seed)
+            run: dict[str, Any] = {
+                "test_accuracy": history.last_eval()["test_accuracy"],
+                "train_accuracy": accuracy(model, data.x_train, data.y_train),
+                "loss": history.loss,
+                "seconds": time.perf_counter() - start,
+            }
+            if isinstance(model, ViT):
+                shuffled = shuffle_patches(data.x_test, SHUFFLE, patch=2)
+                run["shuffled_accuracy"] = accuracy(model, shuffled, data.y_test)
+                if kind == "vit":
+                    run["pos_embed"] = model.pos_embed[0].tolist()  # (1 + N, d_model)
+                    run["position_correlation"] = similarity_distance_correlation(model)
+                    run["ink_correlation"] = similarity_ink_correlation(model, data)
+                    run["agreement"] = explanation_agreement(model, data)
+            report["runs"][f"{kind}/{seed}"] = run
+            report["parameters"][kind] = count_parameters(model)
+            accs.append(run["test_accuracy"])
+            if seed == 0 and kind in ("vit", "vit_nopos"):
+                keep[kind] = model
+            print(f"{kind} seed {seed}: test {run['test_accuracy']:.4f} "
+                  f"train {run['train_accuracy']:.4f} ({run['seconds']:.0f} s)", flush=True)  # fmt: skip
+        print(f"{kind}: {_summary(accs)}", flush=True)
+    for kind in ("vit", "cnn"):
+        for n in TRAIN_SIZES[:-1]:
+            for seed in SEEDS:
+                model = make_model(kind, seed=seed)
+                history = train_classifier(model, data.subset(n, seed=seed), settings, seed=seed)
+                acc = history.last_eval()["test_accuracy"]
+                report["sizes"][f"{kind}/{n}/{seed}"] = acc
+                print(f"{kind} on {n} images, seed {seed}: test {acc:.4f}", flush=True)
+        for seed in SEEDS:  # the full training set: the runs above
+            report["sizes"][f"{kind}/{TRAIN_SIZES[-1]}/{seed}"] = report["runs"][f"{kind}/{seed}"][
+                "test_accuracy"
+            ]
+    save_checkpoint(keep, args.out, report)
+    print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.2f} MB)")
+
+
+if __name__ == "__main__":
+    main()

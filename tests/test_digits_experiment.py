@@ -1,0 +1,117 @@
+"""Chapter 11's experiment: the checkpoint loads into the current code and reproduces its
+report, training retraces the script's curve, and the helpers do what they say.
+
+The full reproduction (``python -m mtlib.experiments.digits``, about half an hour on one busy
+CPU thread) is not run here.
+"""
+
+import pytest
+import torch
+
+from mtlib.data.digits import digits_split
+from mtlib.experiments import digits as dg
+from mtlib.models import ViT
+
+
+@pytest.fixture(scope="module")
+def data():
+    return digits_split()
+
+
+@pytest.fixture(scope="module")
+def checkpoint():
+    return dg.load_checkpoint()
+
+
+def test_split_is_fixed_stratified_and_normalised(data):
+    assert len(data.y_train) == 1438 and len(data.y_test) == 359
+    assert data.y_test.bincount().min() >= 35 and data.y_test.bincount().max() <= 37
+    assert abs(data.x_train.mean().item()) < 1e-5 and abs(data.x_train.std().item() - 1) < 1e-4
+    again = digits_split()
+    assert torch.equal(again.x_test, data.x_test) and torch.equal(again.y_train, data.y_train)
+    small = data.subset(100, seed=3)
+    assert small.y_train.bincount().tolist() == [10] * 10 and torch.equal(small.x_test, data.x_test)
+    with pytest.raises(ValueError, match="n must be an int in"):
+        data.subset(5)
+
+
+def test_checkpoint_is_small_and_loads_into_the_current_code(checkpoint):
+    models, report = checkpoint
+    assert dg.CHECKPOINT.stat().st_size < 2_000_000
+    assert sorted(models) == ["vit", "vit_nopos"]
+    assert all(isinstance(m, ViT) and not m.training for m in models.values())
+    assert not models["vit_nopos"].pos_embed.abs().any()
+    kinds = ("vit", "vit_nopos", "cnn", "mlp")
+    assert sorted(report["runs"]) == sorted(f"{k}/{s}" for k in kinds for s in dg.SEEDS)
+
+
+def test_checkpoint_reproduces_its_report(checkpoint, data):
+    models, report = checkpoint
+    for kind, model in models.items():
+        run = report["runs"][f"{kind}/0"]
+        got = dg.accuracy(model, data.x_test, data.y_test)
+        assert abs(got - run["test_accuracy"]) <= 1 / len(
+            data.y_test
+        )  # one image, on other hardware
+        shuffled = dg.shuffle_patches(data.x_test, dg.SHUFFLE, patch=2)
+        assert abs(dg.accuracy(model, shuffled, data.y_test) - run["shuffled_accuracy"]) <= 1 / len(
+            data.y_test
+        )
+    vit = models["vit"]
+    assert (
+        abs(
+            dg.similarity_distance_correlation(vit)
+            - report["runs"]["vit/0"]["position_correlation"]
+        )
+        < 1e-4
+    )
+    agreement = dg.explanation_agreement(vit, data)
+    for name, value in report["runs"]["vit/0"]["agreement"].items():
+        assert abs(agreement[name] - value) < 1e-3
+    assert (
+        min(report["runs"][f"vit/{s}"]["test_accuracy"] for s in dg.SEEDS) >= 0.97
+    )  # the chapter's claim
+
+
+def test_training_retraces_the_scripts_curve(checkpoint, data):
+    _, report = checkpoint
+    model = dg.make_model("vit", seed=0)
+    history = dg.train_classifier(
+        model, data, dg.TrainSettings(**report["settings"]), seed=0, steps=10
+    )
+    torch.testing.assert_close(
+        history.loss, report["runs"]["vit/0"]["loss"][:10], atol=1e-4, rtol=0
+    )
+
+
+def test_baselines_are_about_the_vits_size():
+    sizes = {k: dg.count_parameters(dg.make_model(k, seed=0)) for k in ("vit", "cnn", "mlp")}
+    assert sizes["vit"] == 102_666
+    assert all(abs(sizes[k] / sizes["vit"] - 1) < 0.05 for k in ("cnn", "mlp"))
+    nopos = dg.make_model("vit_nopos", seed=0)
+    assert not nopos.pos_embed.requires_grad and dg.count_parameters(nopos) == 102_666 - 17 * 64
+
+
+def test_shuffle_patches_moves_whole_patches():
+    x = torch.arange(2 * 3 * 64.0).reshape(2, 3, 8, 8)
+    order = torch.tensor([15, 0, 3, 2, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14])
+    y = dg.shuffle_patches(x, order, patch=2)
+    assert torch.equal(y[:, :, 0:2, 0:2], x[:, :, 6:8, 6:8])  # patch 0 <- patch 15
+    assert torch.equal(y[:, :, 0:2, 2:4], x[:, :, 0:2, 0:2])  # patch 1 <- patch 0
+    assert torch.equal(dg.shuffle_patches(x, torch.arange(16), patch=2), x)
+
+
+def test_occlusion_and_correlation_helpers():
+    class FirstPixel(torch.nn.Module):  # the logit of class 1 is the top-left pixel
+        def forward(self, x):
+            return torch.stack([torch.zeros(len(x)), x[:, 0, 0, 0]], dim=1)
+
+    x = torch.ones(3, 1, 4, 4)
+    drop = dg.occlusion_importance(
+        FirstPixel(), x, torch.ones(3, dtype=torch.long), patch=2, fill=0.0
+    )
+    assert drop.shape == (3, 4) and (drop[:, 0] > 0.3).all() and not drop[:, 1:].any()
+    a = torch.tensor([[1.0, 2.0, 3.0], [1.0, 1.0, 1.0]])
+    r = dg.rowwise_correlation(a, torch.tensor([[2.0, 4.0, 6.0], [1.0, 2.0, 3.0]]))
+    assert abs(r[0].item() - 1) < 1e-9 and torch.isnan(r[1])
+    assert dg.grid_distances(3)[0, 8].item() == pytest.approx(8**0.5)
