@@ -27,27 +27,69 @@ What is measured:
 - ``x_mha``, ``x_min``: ratios to ``nn.MultiheadAttention`` and to ``minimal`` at the same
   ``B`` and ``T`` (below 1 = faster/smaller). The goal for ``mtlib fused``: ``x_min <= 1.10``
   and ``x_mha <= 1`` at every size, the decode step included.
+
+``python -m mtlib.bench tiled`` compares explicit attention (which builds the ``(N, N)``
+weights), :func:`mtlib.attention.tiled_attention` (block by block, online softmax) and
+PyTorch's fused kernel on ``(B, H, N, d)`` inputs, ``d = 64``, for ``N`` from 128 to 8192.
+Every (implementation, ``N``) runs in a fresh process, so one measurement's peak cannot hide
+in another's. Columns: ``time_ms`` (median of a few calls after a warm-up), ``peak_mib`` (as
+above: PyTorch's allocator on CPU, ``max_memory_allocated`` on CUDA), ``rss_mib`` (growth of
+the process's peak resident memory during the first call; CPU only, coarse), and
+``mem_x_expl`` / ``time_x_expl``, the ratios to explicit attention at the same ``N``. The
+goal: tiled's ``mem_x_expl <= 0.15`` at ``N = 8192``.
+
+``python -m mtlib.bench kv-cache`` generates greedily with a GPT-2-shaped model (4 layers,
+``d_model`` 256, 4 heads, 1024 positions, a 1024-token vocabulary by default) with and
+without the KV cache, on the same weights: ``tokens_equal`` must hold, and ``x_cached``
+(time over the cached time) of the uncached run is the speed-up, goal ``>= 5`` at 512 new
+tokens. When ``transformers`` is importable, the weights come from a randomly initialised
+``GPT2LMHeadModel`` loaded with :meth:`mtlib.models.GPT.from_hf`, and that model's own cached
+``generate`` is timed too (goal for mtlib cached: ``x_hf <= 1.0``, its time over
+transformers'); otherwise that row is skipped
+with a note. A second table gives the latency of one generation step at several positions
+(the cache's length): flat with the cache, growing linearly without.
+
+Every subcommand prints a table by default and a JSON document with ``--json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import os
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mtlib.attention import MultiHeadAttention
+from mtlib import utils
+from mtlib.attention import MultiHeadAttention, scaled_dot_product_attention, tiled_attention
 
-__all__ = ["BenchRow", "MinimalAttention", "bench_attention", "format_table", "main"]
+__all__ = [
+    "BenchRow",
+    "GenerationRow",
+    "LatencyRow",
+    "MinimalAttention",
+    "TiledRow",
+    "bench_attention",
+    "bench_kv_cache",
+    "bench_tiled",
+    "format_table",
+    "main",
+    "measure_attention_once",
+    "median_seconds",
+    "peak_memory_mib",
+]
 
 MHA_NAME = "nn.MultiheadAttention"
 MIN_NAME = "minimal"
@@ -123,6 +165,22 @@ def _quiet_stderr() -> Iterator[None]:
     finally:
         os.dup2(saved, 2)
         os.close(saved)
+
+
+def peak_memory_mib(fn: Callable[[], object], device: str | torch.device = "cpu") -> float:
+    """Peak MiB held by tensors that ``fn()`` allocates while it runs (the output included).
+
+    CPU: rebuilt from :mod:`torch.profiler`'s allocation events (PyTorch's allocator only, not
+    the process RSS). CUDA: ``max_memory_allocated`` minus what was allocated before. Other
+    devices: nan.
+    """
+    return _peak_mib(fn, torch.device(device))
+
+
+def median_seconds(fn: Callable[[], object], device: str | torch.device = "cpu", repeats: int = 3) -> float:
+    """Median wall-clock seconds of ``repeats`` calls of ``fn`` (CUDA synchronised)."""
+    dev = torch.device(device)
+    return statistics.median(_time_once(fn, dev) for _ in range(max(1, repeats)))
 
 
 def _peak_mib(fn: Callable[[], object], device: torch.device) -> float:
@@ -248,6 +306,368 @@ def _fmt(x: float) -> str:
     return f"{x:.{decimals}f}"
 
 
+# --------------------------------------------------------------------------------------------
+# tiled: explicit vs tiled attention, one process per measurement
+# --------------------------------------------------------------------------------------------
+
+TILED_IMPLEMENTATIONS = ("explicit", "tiled", "F.sdpa")
+TILED_COLUMNS = ("N", "implementation", "time_ms", "time_x_expl", "peak_mib", "mem_x_expl", "rss_mib")
+
+
+@dataclass
+class TiledRow:
+    """One line of the tiled table: one attention implementation at one length ``N``."""
+
+    seq_len: int  # N (queries = keys)
+    name: str  # one of TILED_IMPLEMENTATIONS
+    time_ms: float  # median time of one call
+    peak_mib: float  # peak memory allocated during one call (nan if unknown)
+    rss_mib: float  # growth of the process's peak resident memory in the first call (nan if unknown)
+    time_x_expl: float = math.nan  # time_ms / explicit's time_ms at the same N
+    mem_x_expl: float = math.nan  # peak_mib / explicit's peak_mib at the same N
+
+
+def _attention_fn(
+    name: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_size: int
+) -> Callable[[], object]:
+    if name == "explicit":
+        return lambda: scaled_dot_product_attention(q, k, v)  # builds the (N, N) weights
+    if name == "tiled":
+        return lambda: tiled_attention(q, k, v, block_size=block_size)
+    if name == "F.sdpa":
+        return lambda: F.scaled_dot_product_attention(q, k, v)
+    raise ValueError(f"implementation must be one of {TILED_IMPLEMENTATIONS}, got {name!r}")
+
+
+def _rss_now_mib() -> float:
+    """Current resident memory of this process (Linux), or nan."""
+    try:
+        with open("/proc/self/statm") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return math.nan
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def measure_attention_once(
+    name: str,
+    seq_len: int,
+    *,
+    head_dim: int = 64,
+    batch: int = 1,
+    heads: int = 1,
+    block_size: int = 128,
+    repeats: int = 3,
+    device: str | torch.device | None = None,
+) -> TiledRow:
+    """Time and measure one attention implementation at one length, in this process.
+
+    After a tiny call (one-time initialisation), the first call measures the growth of the
+    peak resident memory (CPU; meaningful only in a fresh process, which is how
+    :func:`bench_tiled` calls it), then :func:`_peak_mib` measures
+    the allocator's peak, then ``repeats`` timed calls give the median.
+
+    Args:
+        name: One of ``TILED_IMPLEMENTATIONS``.
+        seq_len: ``N``, the number of queries and of keys.
+        head_dim: ``d`` of queries, keys and values.
+        batch: ``B``.
+        heads: ``H``.
+        block_size: Block size of the tiled implementation.
+        repeats: Timed calls.
+        device: Where to run (default: :func:`mtlib.utils.get_device`).
+
+    Returns:
+        A :class:`TiledRow` without the ratios.
+    """
+    dev = utils.get_device(None if device is None else str(device))
+    gen = torch.Generator().manual_seed(seq_len)
+    q, k, v = torch.randn(3, batch, heads, seq_len, head_dim, generator=gen).to(dev)  # (B, H, N, d) each
+    fn = _attention_fn(name, q, k, v, block_size)
+    with torch.inference_mode():
+        small = torch.randn(3, 1, 1, 16, head_dim).to(dev)  # (1, 1, 16, d) each
+        _attention_fn(name, small[0], small[1], small[2], 8)()  # one-time initialisation, not counted
+        rss = math.nan
+        if dev.type == "cpu":
+            before = _rss_now_mib()
+            fn()
+            rss = max(0.0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before)
+        else:
+            fn()  # warm-up
+        peak = _peak_mib(fn, dev)
+        times = [_time_once(fn, dev) for _ in range(max(1, repeats))]
+    return TiledRow(seq_len, name, 1e3 * statistics.median(times), peak, rss)
+
+
+def bench_tiled(
+    sizes: Sequence[int] = (128, 256, 512, 1024, 2048, 4096, 8192),
+    implementations: Sequence[str] = TILED_IMPLEMENTATIONS,
+    *,
+    head_dim: int = 64,
+    batch: int = 1,
+    heads: int = 1,
+    block_size: int = 128,
+    repeats: int = 3,
+    device: str | torch.device | None = None,
+    threads: int = 1,
+    isolate: bool = True,
+) -> list[TiledRow]:
+    """Explicit vs tiled (vs fused) attention at each length, each measurement in its own process.
+
+    Args:
+        sizes: Lengths ``N``.
+        implementations: Which of ``TILED_IMPLEMENTATIONS`` to run; ``explicit`` is needed for
+            the ratio columns.
+        head_dim: ``d``.
+        batch: ``B``.
+        heads: ``H``.
+        block_size: Block size of the tiled implementation.
+        repeats: Timed calls per measurement (the median is kept).
+        device: Where to run (default: :func:`mtlib.utils.get_device`).
+        threads: CPU threads in each process.
+        isolate: Run each measurement in a fresh ``python -m mtlib.bench tiled-worker``
+            process (False: in this process, for quick tests; peaks may then mix).
+
+    Returns:
+        One :class:`TiledRow` per (size, implementation).
+    """
+    dev = utils.get_device(None if device is None else str(device))
+    rows: list[TiledRow] = []
+    for seq_len in sizes:
+        group = []
+        for name in implementations:
+            settings = dict(head_dim=head_dim, batch=batch, heads=heads, block_size=block_size,
+                            repeats=repeats)  # fmt: skip
+            if isolate:
+                command = [sys.executable, "-m", "mtlib.bench", "tiled-worker", "--impl", name,
+                           "--n", str(seq_len), "--device", str(dev), "--threads", str(threads)]  # fmt: skip
+                command += [f"--{key.replace('_', '-')}={value}" for key, value in settings.items()]
+                done = subprocess.run(command, capture_output=True, text=True, check=False)
+                if done.returncode != 0:
+                    raise RuntimeError(f"the worker for {name} at N={seq_len} failed:\n{done.stderr}")
+                group.append(TiledRow(**json.loads(done.stdout)))
+            else:
+                torch.set_num_threads(threads)
+                group.append(measure_attention_once(name, seq_len, device=dev, **settings))
+        ref = next((row for row in group if row.name == "explicit"), None)
+        for row in group:
+            if ref is not None:
+                row.time_x_expl = row.time_ms / ref.time_ms
+                row.mem_x_expl = row.peak_mib / ref.peak_mib if ref.peak_mib > 0 else math.nan
+        rows += group
+    return rows
+
+
+def format_tiled_table(rows: Sequence[TiledRow]) -> str:
+    """Render tiled rows as a fixed-width table with the header ``TILED_COLUMNS``."""
+    n, name, ms, x_t, mib, x_m, rss = TILED_COLUMNS
+    header = f"{n:>5}  {name:<14}  {ms:>9}  {x_t:>11}  {mib:>9}  {x_m:>10}  {rss:>8}"
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        lines.append(
+            f"{r.seq_len:>5}  {r.name:<14}  {_fmt(r.time_ms):>9}  {r.time_x_expl:>11.2f}  "
+            f"{_fmt(r.peak_mib):>9}  {r.mem_x_expl:>10.3f}  {_fmt(r.rss_mib):>8}"
+        )
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# kv-cache: GPT generation with and without the cache (and transformers' generate)
+# --------------------------------------------------------------------------------------------
+
+GEN_COLUMNS = ("mode", "new_tokens", "time_ms", "ms_per_token", "x_cached", "x_hf", "tokens_equal")
+LATENCY_COLUMNS = ("position", "mode", "ms_per_step")
+
+
+@dataclass
+class GenerationRow:
+    """One generation run: a mode (uncached, cached, transformers) and its total time."""
+
+    mode: str  # "mtlib uncached", "mtlib cached", "transformers cached"
+    new_tokens: int  # tokens generated after the prompt
+    time_ms: float  # wall-clock time of the whole generate call (best of the repeats)
+    tokens_equal: bool  # same tokens as mtlib's cached generation
+    x_cached: float = math.nan  # time_ms / mtlib cached's time_ms
+    x_hf: float = math.nan  # time_ms / transformers cached's time_ms (nan without transformers)
+
+    @property
+    def ms_per_token(self) -> float:
+        """Average time per new token."""
+        return self.time_ms / max(1, self.new_tokens)
+
+
+@dataclass
+class LatencyRow:
+    """The time of one generation step when ``position`` tokens are already processed."""
+
+    position: int  # tokens before the new one (the cache length)
+    mode: str  # "cached" (one token through the cache) or "uncached" (the whole prefix again)
+    ms_per_step: float  # median over a few steps
+
+
+def _kv_models(
+    vocab_size: int, n_layer: int, d_model: int, num_heads: int, block_size: int, seed: int
+) -> tuple[Any, nn.Module | None, list[str]]:
+    """mtlib's GPT (from a random transformers GPT-2 when transformers is installed) and that
+    GPT-2, or None with a note."""
+    from mtlib.models.gpt import GPT, GPTConfig
+
+    torch.manual_seed(seed)
+    notes = []
+    try:
+        import transformers  # optional: only this benchmark row needs it
+    except ImportError:
+        notes.append("transformers is not installed: its generate row is skipped")
+        transformers = None  # type: ignore[assignment]
+    if transformers is None:
+        config = GPTConfig(vocab_size=vocab_size, block_size=block_size, n_layer=n_layer,
+                           d_model=d_model, num_heads=num_heads, d_ff=4 * d_model, dropout=0.0)  # fmt: skip
+        return GPT(config).eval(), None, notes
+    transformers.logging.set_verbosity_error()
+    hf_config = transformers.GPT2Config(
+        vocab_size=vocab_size, n_positions=block_size, n_embd=d_model, n_layer=n_layer,
+        n_head=num_heads, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        bos_token_id=0, eos_token_id=0, pad_token_id=0,
+    )  # fmt: skip
+    hf = transformers.GPT2LMHeadModel(hf_config).eval()
+    notes.append(f"weights: a random transformers {transformers.__version__} GPT2LMHeadModel, loaded with GPT.from_hf")
+    return GPT.from_hf(hf).eval(), hf, notes
+
+
+def _best_time(fn: Callable[[], torch.Tensor], device: torch.device, repeats: int) -> tuple[float, torch.Tensor]:
+    """Smallest wall-clock seconds over ``repeats`` calls (a busy machine only adds time)."""
+    best, out = math.inf, None
+    for _ in range(max(1, repeats)):
+        _sync(device)
+        start = time.perf_counter()
+        out = fn()
+        _sync(device)
+        best = min(best, time.perf_counter() - start)
+    assert out is not None
+    return best, out
+
+
+def _step_latency(model: Any, prompt: torch.Tensor, position: int, steps: int, cached: bool) -> float:
+    """Median seconds of one greedy step with ``position`` tokens before it."""
+    device = prompt.device
+    ids = prompt[:, :1].repeat(1, position)  # (1, position): the content does not change the cost
+    times = []
+    with torch.inference_mode():
+        if cached:
+            cache = model.new_cache()
+            model(ids, cache=cache)  # fill the cache with `position` tokens
+            token = ids[:, -1:]  # (1, 1)
+            for _ in range(steps):
+                times.append(_time_once(lambda: model(token, cache=cache), device))
+        else:
+            context = torch.cat([ids, ids[:, -1:]], dim=1)  # (1, position + 1)
+            for _ in range(steps):
+                times.append(_time_once(lambda: model(context), device))
+    return statistics.median(times)
+
+
+def bench_kv_cache(
+    new_tokens: int = 512,
+    *,
+    prompt_len: int = 8,
+    vocab_size: int = 1024,
+    n_layer: int = 4,
+    d_model: int = 256,
+    num_heads: int = 4,
+    block_size: int = 1024,
+    repeats: int = 2,
+    positions: Sequence[int] = (8, 128, 256, 384, 512),
+    steps: int = 5,
+    device: str | torch.device | None = None,
+    threads: int = 1,
+    seed: int = 0,
+    hf: bool = True,
+) -> tuple[list[GenerationRow], list[LatencyRow], list[str]]:
+    """Cached vs uncached greedy generation with the same weights (and transformers' generate).
+
+    Args:
+        new_tokens: Tokens to generate after the prompt.
+        prompt_len: Length of the random prompt.
+        vocab_size: Vocabulary size of the model.
+        n_layer: Blocks.
+        d_model: Model width (``d_ff = 4 d_model``).
+        num_heads: Attention heads.
+        block_size: Positions of the model.
+        repeats: Generations per cached mode (the best is kept); the uncached one runs once.
+        positions: Cache lengths at which one step's latency is measured.
+        steps: Steps timed per position (the median is kept).
+        device: Where to run (default: :func:`mtlib.utils.get_device`).
+        threads: CPU threads.
+        seed: Seed of the weights and the prompt.
+        hf: Time transformers' generate when it is installed.
+
+    Returns:
+        ``(generation rows, latency rows, notes)``.
+    """
+    dev = utils.get_device(None if device is None else str(device))
+    torch.set_num_threads(threads)
+    model, reference, notes = _kv_models(vocab_size, n_layer, d_model, num_heads, block_size, seed)
+    if not hf and reference is not None:
+        reference = None
+        notes = ["transformers row not requested (--no-hf)"]
+    model.to(dev)
+    prompt = torch.randint(0, vocab_size, (1, prompt_len), generator=torch.Generator().manual_seed(seed)).to(dev)
+    model.generate(prompt, 4)  # warm-up
+    cached_s, cached = _best_time(lambda: model.generate(prompt, new_tokens, use_cache=True), dev, repeats)
+    uncached_s, uncached = _best_time(lambda: model.generate(prompt, new_tokens, use_cache=False), dev, 1)
+    rows = [
+        GenerationRow("mtlib uncached", new_tokens, 1e3 * uncached_s, torch.equal(uncached, cached)),
+        GenerationRow("mtlib cached", new_tokens, 1e3 * cached_s, True),
+    ]
+    if reference is not None:
+        reference.to(dev)
+        mask = torch.ones_like(prompt)
+
+        def hf_generate() -> torch.Tensor:
+            with torch.inference_mode():
+                out: torch.Tensor = reference.generate(  # type: ignore[operator]
+                    prompt, attention_mask=mask, max_new_tokens=new_tokens,
+                    min_new_tokens=new_tokens, do_sample=False, use_cache=True, pad_token_id=0,
+                )  # fmt: skip
+            return out
+
+        hf_generate()  # warm-up
+        hf_s, hf_out = _best_time(hf_generate, dev, repeats)
+        rows.append(GenerationRow("transformers cached", new_tokens, 1e3 * hf_s, torch.equal(hf_out, cached)))
+    for row in rows:
+        row.x_cached = row.time_ms / rows[1].time_ms
+        row.x_hf = row.time_ms / rows[2].time_ms if len(rows) > 2 else math.nan
+    latency = [
+        LatencyRow(p, mode, 1e3 * _step_latency(model, prompt, p, steps, mode == "cached"))
+        for p in positions
+        if p < block_size
+        for mode in ("cached", "uncached")
+    ]
+    return rows, latency, notes
+
+
+def format_kv_tables(rows: Sequence[GenerationRow], latency: Sequence[LatencyRow], notes: Sequence[str]) -> str:
+    """The generation table, the latency table and the notes, as fixed-width text."""
+    mode, n, ms, per, x, x_hf, eq = GEN_COLUMNS
+    header = f"{mode:<20}  {n:>10}  {ms:>9}  {per:>12}  {x:>8}  {x_hf:>6}  {eq:>12}"
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        lines.append(
+            f"{r.mode:<20}  {r.new_tokens:>10}  {_fmt(r.time_ms):>9}  {_fmt(r.ms_per_token):>12}  "
+            f"{r.x_cached:>8.2f}  {r.x_hf:>6.2f}  {r.tokens_equal!s:>12}"
+        )
+    pos, lmode, step = LATENCY_COLUMNS
+    header = f"{pos:>8}  {lmode:<9}  {step:>11}"
+    lines += ["", header, "-" * len(header)]
+    lines += [f"{r.position:>8}  {r.mode:<9}  {_fmt(r.ms_per_step):>11}" for r in latency]
+    lines += [f"note: {note}" for note in notes]
+    return "\n".join(lines)
+
+
+def _environment(device: str | torch.device) -> dict[str, Any]:
+    return {"device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads()}
+
+
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m mtlib.bench", description=__doc__.splitlines()[0]
@@ -268,25 +688,124 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     att.add_argument(
         "--quick", action="store_true", help="tiny sizes, for tests: B=2, d_model=32, h=4, T=8,16"
     )
+    att.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    tiled = commands.add_parser("tiled", help="explicit vs tiled attention: time and peak memory")
+    tiled.add_argument(
+        "--sizes", type=int, nargs="+", default=[128, 256, 512, 1024, 2048, 4096, 8192],
+        help="lengths N",
+    )  # fmt: skip
+    tiled.add_argument(
+        "--impls", nargs="+", default=list(TILED_IMPLEMENTATIONS), choices=TILED_IMPLEMENTATIONS,
+        help="implementations to run",
+    )  # fmt: skip
+    tiled.add_argument("--quick", action="store_true", help="tiny sizes, for tests: N=64,256")
+    tiled.add_argument("--in-process", action="store_true", help="no worker processes (peaks may mix)")
+    worker = commands.add_parser("tiled-worker")  # one measurement, JSON on stdout (internal)
+    worker.add_argument("--impl", required=True, choices=TILED_IMPLEMENTATIONS)
+    worker.add_argument("--n", type=int, required=True)
+    for sub in (tiled, worker):
+        sub.add_argument("--head-dim", type=int, default=64, help="d")
+        sub.add_argument("--batch", type=int, default=1, help="B")
+        sub.add_argument("--heads", type=int, default=1, help="H")
+        sub.add_argument("--block-size", type=int, default=128, help="tiled block size")
+        sub.add_argument("--repeats", type=int, default=3, help="timed calls (median kept)")
+        sub.add_argument("--device", default=None, help="cpu or cuda (default: MTLIB_DEVICE or the best)")
+        sub.add_argument("--threads", type=int, default=1, help="CPU threads")
+    tiled.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    kv = commands.add_parser("kv-cache", help="GPT generation with and without the KV cache")
+    kv.add_argument("--new-tokens", type=int, default=512, help="tokens generated")
+    kv.add_argument("--prompt-len", type=int, default=8, help="prompt tokens")
+    kv.add_argument("--vocab", type=int, default=1024, help="vocabulary size")
+    kv.add_argument("--layers", type=int, default=4, help="blocks")
+    kv.add_argument("--d-model", type=int, default=256, help="model width")
+    kv.add_argument("--heads", type=int, default=4, help="attention heads")
+    kv.add_argument("--repeats", type=int, default=2, help="cached generations (best kept)")
+    kv.add_argument(
+        "--positions", type=int, nargs="+", default=[8, 128, 256, 384, 512],
+        help="cache lengths for the per-step latency",
+    )  # fmt: skip
+    kv.add_argument("--steps", type=int, default=5, help="timed steps per position")
+    kv.add_argument("--no-hf", action="store_true", help="skip transformers' generate")
+    kv.add_argument("--quick", action="store_true", help="tiny sizes, for tests")
+    kv.add_argument("--device", default=None, help="cpu or cuda (default: MTLIB_DEVICE or the best)")
+    kv.add_argument("--threads", type=int, default=1, help="CPU threads")
+    kv.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> str:
-    """Run the benchmark named on the command line, print its table and return it."""
+    """Run the benchmark named on the command line, print its table (or JSON) and return it."""
     args = _parse_args(argv)
-    if args.quick:
-        args.sizes, args.repeats, args.batch, args.d_model, args.heads = [8, 16], 2, 2, 32, 4
-    rows = bench_attention(
-        args.sizes, args.repeats, args.batch, args.d_model, args.heads, args.device, decode=not args.no_decode
-    )
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    title = (
-        f"attention forward, d_model={args.d_model}, h={args.heads}, device={device}, "
-        f"torch {torch.__version__}, {torch.get_num_threads()} threads"
-    )
-    table = f"{title}\n{format_table(rows)}"
-    print(table)
-    return table
+    if args.command == "tiled-worker":
+        torch.set_num_threads(args.threads)
+        row = measure_attention_once(
+            args.impl, args.n, head_dim=args.head_dim, batch=args.batch, heads=args.heads,
+            block_size=args.block_size, repeats=args.repeats, device=args.device,
+        )  # fmt: skip
+        text = json.dumps(asdict(row))
+    elif args.command == "tiled":
+        if args.quick:
+            args.sizes, args.repeats, args.block_size = [64, 256], 1, 32
+        rows = bench_tiled(
+            args.sizes, args.impls, head_dim=args.head_dim, batch=args.batch, heads=args.heads,
+            block_size=args.block_size, repeats=args.repeats, device=args.device,
+            threads=args.threads, isolate=not args.in_process,
+        )  # fmt: skip
+        device = utils.get_device(args.device)
+        if args.json:
+            text = json.dumps({**_environment(device), "rows": [asdict(r) for r in rows]})
+        else:
+            title = (
+                f"attention of (B={args.batch}, H={args.heads}, N, d={args.head_dim}), "
+                f"tiled block {args.block_size}, one process each, device={device}, "
+                f"torch {torch.__version__}, {args.threads} threads"
+            )
+            text = f"{title}\n{format_tiled_table(rows)}"
+    elif args.command == "kv-cache":
+        if args.quick:
+            args.new_tokens, args.prompt_len, args.vocab, args.layers = 12, 3, 50, 2
+            args.d_model, args.heads, args.repeats, args.positions, args.steps = 24, 2, 1, [2, 10], 2
+        gen, latency, notes = bench_kv_cache(
+            args.new_tokens, prompt_len=args.prompt_len, vocab_size=args.vocab,
+            n_layer=args.layers, d_model=args.d_model, num_heads=args.heads,
+            repeats=args.repeats, positions=args.positions, steps=args.steps,
+            device=args.device, threads=args.threads, hf=not args.no_hf,
+        )  # fmt: skip
+        device = utils.get_device(args.device)
+        if args.json:
+            text = json.dumps({
+                **_environment(device),
+                "generation": [{**asdict(r), "ms_per_token": r.ms_per_token} for r in gen],
+                "latency": [asdict(r) for r in latency],
+                "notes": notes,
+            })  # fmt: skip
+        else:
+            title = (
+                f"greedy generation, GPT {args.layers} layers, d_model={args.d_model}, "
+                f"h={args.heads}, vocab {args.vocab}, prompt {args.prompt_len}, "
+                f"device={device}, torch {torch.__version__}, {args.threads} threads"
+            )
+            text = f"{title}\n{format_kv_tables(gen, latency, notes)}"
+    else:
+        if args.quick:
+            args.sizes, args.repeats, args.batch, args.d_model, args.heads = [8, 16], 2, 2, 32, 4
+        att_rows = bench_attention(
+            args.sizes, args.repeats, args.batch, args.d_model, args.heads, args.device,
+            decode=not args.no_decode,
+        )  # fmt: skip
+        name = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if args.json:
+            text = json.dumps({**_environment(name), "rows": [asdict(r) for r in att_rows]})
+        else:
+            title = (
+                f"attention forward, d_model={args.d_model}, h={args.heads}, device={name}, "
+                f"torch {torch.__version__}, {torch.get_num_threads()} threads"
+            )
+            text = f"{title}\n{format_table(att_rows)}"
+    print(text)
+    return text
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """Tests of mtlib.bench: the quick mode runs in-process and prints the expected table."""
 
+import json
 import math
+import sys
 
 import pytest
 import torch
@@ -87,3 +89,95 @@ def test_format_table_handles_nan() -> None:
 def test_cli_requires_a_benchmark_name() -> None:
     with pytest.raises(SystemExit):
         bench.main([])
+
+
+# ---- tiled ----------------------------------------------------------------------------------
+
+
+def test_tiled_rows_in_process() -> None:
+    rows = bench.bench_tiled([256], head_dim=24, block_size=32, repeats=1, device="cpu", isolate=False)
+    assert [r.name for r in rows] == list(bench.TILED_IMPLEMENTATIONS)
+    by_name = {r.name: r for r in rows}
+    explicit, tiled = by_name["explicit"], by_name["tiled"]
+    assert explicit.mem_x_expl == 1.0 and explicit.time_x_expl == 1.0
+    # explicit holds at least one (N, N) float32 matrix; tiled only blocks and the output
+    assert explicit.peak_mib * 2**20 >= 256 * 256 * 4
+    assert tiled.peak_mib < explicit.peak_mib / 2 and tiled.mem_x_expl < 0.5
+    assert all(r.time_ms > 0 and math.isfinite(r.rss_mib) for r in rows)
+
+
+def test_tiled_cli_runs_one_process_per_measurement(capsys: pytest.CaptureFixture[str]) -> None:
+    text = bench.main(
+        ["tiled", "--sizes", "96", "--impls", "explicit", "tiled", "--block-size", "32",
+         "--repeats", "1", "--head-dim", "16", "--device", "cpu", "--json"]
+    )  # fmt: skip
+    assert capsys.readouterr().out.strip() == text.strip()
+    report = json.loads(text)
+    assert report["device"] == "cpu" and report["threads"] >= 1
+    assert [(r["seq_len"], r["name"]) for r in report["rows"]] == [(96, "explicit"), (96, "tiled")]
+    assert report["rows"][0]["peak_mib"] * 2**20 >= 96 * 96 * 4
+
+
+def test_tiled_table_has_the_columns() -> None:
+    row = bench.TiledRow(seq_len=8192, name="tiled", time_ms=1616.0, peak_mib=4.19, rss_mib=6.1,
+                         time_x_expl=1.51, mem_x_expl=0.008)  # fmt: skip
+    lines = bench.format_tiled_table([row]).splitlines()
+    assert lines[0].split() == list(bench.TILED_COLUMNS)
+    assert lines[-1].split() == ["8192", "tiled", "1616", "1.51", "4.19", "0.008", "6.10"]
+
+
+def test_unknown_tiled_implementation_is_refused() -> None:
+    with pytest.raises(ValueError, match="implementation must be one of"):
+        bench.measure_attention_once("flash", 8, device="cpu")
+
+
+# ---- kv-cache -------------------------------------------------------------------------------
+
+
+def test_kv_cache_quick_table(capsys: pytest.CaptureFixture[str]) -> None:
+    table = bench.main(["kv-cache", "--quick", "--device", "cpu"])
+    assert capsys.readouterr().out.strip() == table.strip()
+    lines = table.splitlines()
+    assert lines[0].startswith("greedy generation, GPT 2 layers, d_model=24")
+    assert lines[1].split() == list(bench.GEN_COLUMNS)
+    modes = [line.split("  ")[0].strip() for line in lines[3:6]]
+    assert modes[:2] == ["mtlib uncached", "mtlib cached"]
+    assert all(line.split()[-1] == "True" for line in lines[3:5])  # identical tokens
+
+
+def test_kv_cache_rows_with_transformers() -> None:
+    pytest.importorskip("transformers")
+    gen, latency, notes = bench.bench_kv_cache(
+        10, prompt_len=3, vocab_size=40, n_layer=2, d_model=20, num_heads=2, repeats=1,
+        positions=[2, 9], steps=2, device="cpu",
+    )  # fmt: skip
+    assert [r.mode for r in gen] == ["mtlib uncached", "mtlib cached", "transformers cached"]
+    assert all(r.tokens_equal for r in gen)  # the same weights give the same greedy tokens
+    assert gen[1].x_cached == 1.0 and gen[2].x_hf == 1.0
+    assert math.isclose(gen[1].x_hf, gen[1].time_ms / gen[2].time_ms)
+    assert [(r.position, r.mode) for r in latency] == [
+        (2, "cached"), (2, "uncached"), (9, "cached"), (9, "uncached")
+    ]  # fmt: skip
+    assert any("GPT.from_hf" in note for note in notes)
+
+
+def test_kv_cache_skips_transformers_with_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
+    text = bench.main(["kv-cache", "--quick", "--device", "cpu", "--json"])
+    report = json.loads(text)
+    assert [r["mode"] for r in report["generation"]] == ["mtlib uncached", "mtlib cached"]
+    assert report["generation"][0]["tokens_equal"] is True
+    assert report["notes"] == ["transformers is not installed: its generate row is skipped"]
+    assert {r["mode"] for r in report["latency"]} == {"cached", "uncached"}
+
+
+def test_attention_json(capsys: pytest.CaptureFixture[str]) -> None:
+    report = json.loads(bench.main(["attention", "--quick", "--device", "cpu", "--no-decode", "--json"]))
+    capsys.readouterr()
+    assert [(r["batch"], r["seq_len"]) for r in report["rows"]][:1] == [(2, 8)]
+    assert len(report["rows"]) == 2 * len(bench.IMPLEMENTATIONS)
+
+
+def test_public_measuring_helpers() -> None:
+    assert bench.peak_memory_mib(lambda: torch.ones(2**18), "cpu") == 1.0
+    assert bench.median_seconds(lambda: None, "cpu", repeats=3) >= 0.0

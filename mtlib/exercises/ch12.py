@@ -1,0 +1,245 @@
+"""Chapter 12, efficient attention: self-checks for the online softmax and a growing KV cache.
+
+- :func:`check_online_softmax`: merge the running state ``(m, l, acc)`` of two blocks of keys
+  (running max, sum of exponentials, weighted sum of values) into the state of both, exactly
+  as FlashAttention's inner loop does (Milakov & Gimelshein, 2018; Dao et al., 2022);
+- :func:`check_kv_cache_append`: write new keys into a preallocated buffer after the cached
+  ones, growing it geometrically when full, so that a generation copies ``O(T)`` positions.
+
+Each checker recognises the typical mistakes and names them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from mtlib.exercises._core import CheckFailed, _Case, _check, _describe, _fail, _learner_line
+
+__all__ = ["check_kv_cache_append", "check_online_softmax"]
+
+NEG_INF = float("-inf")
+
+# --------------------------------------------------------------------------------------------
+# 1. Online softmax: merging two blocks' states
+# --------------------------------------------------------------------------------------------
+
+
+def _state(scores: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(m, l, acc) of one block: scores (..., n), values (n, d_v)."""
+    m = scores.amax(dim=-1, keepdim=True)  # (..., 1)
+    safe = m.masked_fill(m == NEG_INF, 0.0)
+    p = torch.exp(scores - safe)  # (..., n)
+    return m, p.sum(dim=-1, keepdim=True), p @ values
+
+
+def _merge(
+    m_a: torch.Tensor,
+    l_a: torch.Tensor,
+    acc_a: torch.Tensor,
+    m_b: torch.Tensor,
+    l_b: torch.Tensor,
+    acc_b: torch.Tensor,
+    *,
+    rule: str = "right",
+) -> torch.Tensor:
+    """The merged state packed as one tensor ``cat([m, l, acc], -1)``; ``rule`` makes mistakes."""
+    m = torch.maximum(m_a, m_b)
+    if rule == "last_max":  # keeps the second block's max as the reference
+        m = m_b
+    safe = m.masked_fill(m == NEG_INF, 0.0)
+    a, b = torch.exp(m_a - safe), torch.exp(m_b - safe)
+    if rule == "flipped":  # exp(m - m_i) instead of exp(m_i - m)
+        a, b = torch.exp(safe - m_a), torch.exp(safe - m_b)
+    if rule == "no_rescale":
+        a, b = torch.ones_like(a), torch.ones_like(b)
+    l_scale = (torch.ones_like(a), torch.ones_like(b)) if rule == "acc_only" else (a, b)
+    length = l_a * l_scale[0] + l_b * l_scale[1]
+    acc = acc_a * a + acc_b * b
+    return torch.cat([m, length, acc], dim=-1)
+
+
+def _online_cases() -> list[_Case]:
+    gen = torch.Generator().manual_seed(12)
+    cases = []
+    for description, rows, n_a, n_b, d_v, spread in (
+        ("one row, blocks of 3 and 4 keys", (1,), 3, 4, 2, 2.0),
+        ("5 rows, blocks of 6 and 2 keys, d_v = 3", (5,), 6, 2, 3, 3.0),
+        ("batch (2, 3) of rows, large scores (around 80)", (2, 3), 4, 5, 3, 40.0),
+    ):
+        scores = spread * torch.randn(*rows, n_a + n_b, generator=gen, dtype=torch.float64)
+        if spread > 10:
+            scores = scores.abs() + 60.0  # exp(score) alone would be ~1e35 or overflow in float32
+        values = torch.randn(n_a + n_b, d_v, generator=gen, dtype=torch.float64)
+        state_a = _state(scores[..., :n_a], values[:n_a])
+        state_b = _state(scores[..., n_a:], values[n_a:])
+        cases.append(_Case(description, (*state_a, *state_b)))
+    # a first block where row 0 saw no key at all (fully masked): m = -inf, l = 0, acc = 0
+    scores = torch.randn(2, 7, generator=gen, dtype=torch.float64)
+    values = torch.randn(7, 4, generator=gen, dtype=torch.float64)
+    masked = scores[:, :3].clone()
+    masked[0] = NEG_INF
+    state_a, state_b = _state(masked, values[:3]), _state(scores[:, 3:], values[3:])
+    cases.append(
+        _Case(
+            "row 0 of the first block fully masked (m = -inf, l = 0)",
+            (*state_a, *state_b),
+            hint="exp(-inf - m) = 0: a block that saw no key contributes nothing",
+        )
+    )
+    return cases
+
+
+def check_online_softmax(fn: Callable[..., Any]) -> None:
+    """Check ``fn(m_a, l_a, acc_a, m_b, l_b, acc_b) -> (m, l, acc)``: merge two blocks' states.
+
+    For the keys of one block, a row's state is ``m`` (its largest score, shape ``(..., 1)``),
+    ``l = sum_j exp(s_j - m)`` (``(..., 1)``) and ``acc = sum_j exp(s_j - m) v_j``
+    (``(..., d_v)``). The merged state is that of both blocks together: ``m`` the larger
+    maximum, and each block's ``l`` and ``acc`` rescaled by ``exp(m_block - m)`` before adding.
+    Then ``acc / l`` is the exact softmax-weighted average.
+
+    Recognised mistakes: adding without rescaling, the rescale factor inverted, rescaling
+    ``acc`` but not ``l``, keeping the second block's maximum.
+
+    Raises:
+        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
+    """
+    if not callable(fn):
+        raise TypeError(f"check_online_softmax takes your function, got {_describe(fn)}")
+
+    def packed(*state: torch.Tensor) -> torch.Tensor:
+        out = fn(*state)
+        if not (
+            isinstance(out, tuple)
+            and len(out) == 3
+            and all(isinstance(t, torch.Tensor) for t in out)
+        ):
+            raise TypeError(f"return a tuple of three tensors (m, l, acc), got {_describe(out)}")
+        m, length, acc = out
+        if m.shape != state[0].shape or length.shape != state[1].shape:
+            raise ValueError(
+                f"m and l must keep the shape (..., 1) = {tuple(state[0].shape)}, "
+                f"got {tuple(m.shape)} and {tuple(length.shape)}"
+            )
+        return torch.cat([m, length, acc], dim=-1)  # (..., 2 + d_v)
+
+    _check(
+        "check_online_softmax",
+        packed,
+        _online_cases(),
+        _merge,
+        atol=1e-9,
+        mistakes={
+            "rescale each block by exp(m_block - m) before adding: its l and acc were computed "
+            "against its own maximum": lambda *s: _merge(*s, rule="no_rescale"),
+            "the factor is exp(m_block - m) (at most 1), not exp(m - m_block)": lambda *s: _merge(
+                *s, rule="flipped"
+            ),
+            "l needs the same rescale as acc, or acc / l is off": lambda *s: _merge(
+                *s, rule="acc_only"
+            ),
+            "m must be the larger of the two maxima (the second block's can be smaller, and "
+            "exp(m_a - m_b) may then overflow)": lambda *s: _merge(*s, rule="last_max"),
+        },
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# 2. A KV cache that grows in place
+# --------------------------------------------------------------------------------------------
+
+
+def check_kv_cache_append(fn: Callable[[torch.Tensor, int, torch.Tensor], torch.Tensor]) -> None:
+    """Check ``fn(buffer, length, new) -> buffer``: append to a preallocated cache.
+
+    ``buffer`` has shape ``(B, H, capacity, Dh)`` and holds the cached keys in its first
+    ``length`` positions; ``new`` has shape ``(B, H, T_new, Dh)``. Return a buffer whose first
+    ``length + T_new`` positions are the old keys followed by ``new``: the same tensor, written
+    in place, when there is room; otherwise a new buffer at least twice as long (old keys
+    copied in). The check simulates a generation of 1- and 2-token steps and also counts the
+    buffers allocated, which must stay logarithmic in the length.
+
+    Recognised mistakes: writing at the wrong offset, forgetting to copy the old keys into a
+    new buffer, growing by a fixed amount (or by ``torch.cat``, one new buffer per step).
+
+    Raises:
+        CheckFailed: an ``AssertionError`` naming the first failing step and what was wrong.
+    """
+    name = "check_kv_cache_append"
+    if not callable(fn):
+        raise TypeError(f"{name} takes your function, got {_describe(fn)}")
+    gen = torch.Generator().manual_seed(12)
+    batch, heads, head_dim = 2, 3, 5
+    buffer = torch.zeros(batch, heads, 4, head_dim)  # (B, H, capacity, Dh)
+    everything = torch.zeros(batch, heads, 0, head_dim)  # what the cache must hold
+    length, allocations, steps = 0, 1, 0
+    sizes = [3] + [1 + (i % 5 == 0) for i in range(90)]  # a prompt of 3, then 1- and 2-token steps
+    for steps, t_new in enumerate(sizes, start=1):
+        new = torch.randn(batch, heads, t_new, head_dim, generator=gen)  # (B, H, T_new, Dh)
+        where = f"step {steps} of {len(sizes)} (length {length}, appending {t_new})"
+        try:
+            out = fn(buffer, length, new.clone())
+        except Exception as error:  # the learner's bug, reported in words
+            what = f"your function raised {type(error).__name__}: {error}"
+            stub = isinstance(error, NotImplementedError)  # not written yet: no line
+            raise _fail(name, where, what + ("" if stub else _learner_line(error))) from None
+        everything = torch.cat([everything, new], dim=2)
+        length += t_new
+        if not isinstance(out, torch.Tensor):
+            raise _fail(name, where, f"expected the buffer (a torch.Tensor), got {_describe(out)}")
+        if out.dim() != 4 or tuple(out.shape[:2]) + (out.shape[3],) != (batch, heads, head_dim):
+            raise _fail(
+                name,
+                where,
+                f"expected a buffer of shape (B, H, capacity, Dh) = ({batch}, {heads}, *, {head_dim}), got {tuple(out.shape)}",
+            )
+        if out.shape[2] < length:
+            raise _fail(
+                name,
+                where,
+                f"the buffer holds {out.shape[2]} positions but the cache now has {length}",
+            )
+        held = out[:, :, :length]
+        if not torch.equal(held[:, :, -t_new:], new):
+            raise _fail(
+                name,
+                where,
+                "the new keys are not at positions [length, length + T_new)",
+                "write new at buffer[:, :, length : length + T_new]",
+            )
+        if not torch.equal(held, everything):
+            first = int((held != everything).any(dim=(0, 1, 3)).nonzero()[0])
+            raise _fail(
+                name,
+                where,
+                f"cached position {first} changed",
+                "when you allocate a bigger buffer, copy the old positions into it first",
+            )
+        if out.data_ptr() != buffer.data_ptr():
+            if buffer.shape[2] >= length:
+                raise _fail(
+                    name,
+                    where,
+                    "a new buffer was allocated although the old one had room",
+                    "write in place when length + T_new <= capacity",
+                )
+            allocations += 1
+            if out.shape[2] < 2 * buffer.shape[2] and out.shape[2] < 2 * length:
+                raise _fail(
+                    name, where,
+                    f"the buffer grew from {buffer.shape[2]} to {out.shape[2]} positions",
+                    "grow geometrically (e.g. to twice the needed length): growing by a fixed "
+                    "amount, or with torch.cat at every step, copies O(T^2) positions in all",
+                )  # fmt: skip
+        buffer = out
+    bound = 2 + math.ceil(math.log2(length))
+    if allocations > bound:
+        raise CheckFailed(
+            f"{name} failed on the whole generation: {allocations} buffers for {length} positions "
+            f"(at most {bound} expected)\nHint: grow geometrically, not by a fixed amount"
+        )
+    print(f"{name}: all {steps} steps passed ({allocations} buffers for {length} positions).")
