@@ -12,13 +12,6 @@ then real launches of ``torchrun`` with 2 processes, gloo on the CPU, on 127.0.0
 
 from __future__ import annotations
 
-import json
-import os
-import socket
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 from torch import nn
@@ -147,14 +140,23 @@ def test_accumulated_gradients_equal_full_batch_gradients():
         du.accumulate_gradients(model, [], loss_fn)
 
 
-def test_global_batch_is_the_union_of_the_rank_shards():
+@pytest.mark.parametrize("seed", [0, 3])
+def test_global_batch_is_the_union_of_the_rank_shards(seed):
     data = exp.dataset()
     assert data.shape == (exp.NUM_SEQUENCES, exp.SEQ_LEN + 1) and int(data.max()) < 96
     for step in (0, 5):
-        union = torch.cat([data[du.shard_indices(len(data), r, 2, shuffle=True)][
+        union = torch.cat([data[du.shard_indices(len(data), r, 2, shuffle=True, seed=seed)][
             step * 8 : (step + 1) * 8] for r in range(2)])  # fmt: skip
-        whole = exp.global_batch(data, step)
+        whole = exp.global_batch(data, step, seed=seed)
         assert sorted(map(tuple, union.tolist())) == sorted(map(tuple, whole.tolist()))
+
+
+def test_reference_run_uses_its_seed_for_the_model_and_the_data():
+    torch.set_num_threads(1)
+    du.seed_all(3)
+    model = GPT(exp.model_config())
+    first = exp.loss_fn(model, exp.global_batch(exp.dataset(), 0, seed=3)).item()
+    assert exp.reference_losses(1, seed=3)[0] == pytest.approx(first, abs=1e-6)
 
 
 # --------------------------------------------------------------------------------------------
@@ -162,32 +164,9 @@ def test_global_batch_is_the_union_of_the_rank_shards():
 # --------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _torchrun(*launcher: str, out: Path, runs: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", *launcher, "-m",
-               "mtlib.experiments.ddp", "--out", str(out), "--runs", runs,
-               "--steps", str(STEPS), "--short-steps", str(STEPS)]  # fmt: skip
-    return subprocess.Popen(
-        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-
-
-def _finish(process: subprocess.Popen[str]) -> None:
-    output, _ = process.communicate(timeout=TIMEOUT)
-    assert process.returncode == 0, output[-3000:]
-
-
 @pytest.fixture(scope="module")
-def standalone(tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("ddp") / "report.json"
-    _finish(_torchrun("--standalone", "--nproc_per_node=2", out=out, runs="grads,ddp,zero,fsdp"))
-    return json.loads(out.read_text())
+def standalone() -> dict:
+    return exp.launch("grads,ddp,zero,fsdp", steps=STEPS, short_steps=STEPS, timeout_s=TIMEOUT)
 
 
 @pytest.fixture(scope="module")
@@ -225,18 +204,9 @@ def test_communication_volume_and_sharded_state(standalone):
     assert abs(fsdp["params_local"] / params - 0.5) < 0.01
 
 
-def test_two_nodes_on_localhost_give_the_same_losses(standalone, tmp_path):
-    port = _free_port()
-    outs = [tmp_path / f"node{i}.json" for i in range(2)]
-    nodes = [
-        _torchrun("--nnodes=2", "--nproc_per_node=1", f"--node_rank={i}",
-                  "--master_addr=127.0.0.1", f"--master_port={port}", out=outs[i], runs="ddp")
-        for i in range(2)
-    ]  # fmt: skip
-    for node in nodes:
-        _finish(node)
-    report = json.loads(outs[0].read_text())  # rank 0 lives on node 0 and writes the report
-    assert not outs[1].exists()
+def test_two_nodes_on_localhost_give_the_same_losses(standalone):
+    report = exp.launch("ddp", nodes=2, nproc_per_node=1, steps=STEPS, timeout_s=TIMEOUT)
     assert report["world_size"] == 2
+    assert "--node_rank=1" in report["commands"][1] and "127.0.0.1" in report["commands"][1]
     two_nodes, one_node = report["runs"]["ddp"]["loss"], standalone["runs"]["ddp"]["loss"]
     assert max(abs(a - b) for a, b in zip(two_nodes, one_node, strict=True)) < 1e-6

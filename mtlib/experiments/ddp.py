@@ -24,6 +24,10 @@ i.e. the loss of the global batch) and what the run measured. The runs (``--runs
 - ``fsdp``: FSDP2's ``fully_shard`` (each block, then the root): parameters, gradients and
   optimizer state sharded; the parameters and state per rank are measured.
 
+``--dtype float64`` trains in double precision (the chapter's choice, so that float32 rounding,
+which training amplifies from step to step, cannot hide or fake a difference); the default is
+float32.
+
 The data (:func:`dataset`) is every 33-character window (step 33) of Python's own documentation
 (``pydoc_data.topics``), one id per printable ASCII character. Everything but the launch is in
 this module so that the chapter and the tests run the single-process reference with the same
@@ -36,6 +40,11 @@ import argparse
 import copy
 import json
 import os
+import shlex
+import socket
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +64,7 @@ __all__ = [
     "RUNS",
     "dataset",
     "global_batch",
+    "launch",
     "loss_fn",
     "model_config",
     "reference_losses",
@@ -105,13 +115,15 @@ def global_batch(data: Tensor, step: int, *, seed: int = 0) -> Tensor:
     return data[order[step * GLOBAL_BATCH : (step + 1) * GLOBAL_BATCH]]  # (B, T + 1)
 
 
-def reference_losses(steps: int, *, seed: int = 0) -> list[float]:
+def reference_losses(
+    steps: int, *, seed: int = 0, dtype: torch.dtype = torch.float32
+) -> list[float]:
     """Per-step losses of one process training on the whole global batch (:func:`train.fit`)."""
     data = dataset()
     du.seed_all(seed)
-    model = GPT(model_config())
+    model = GPT(model_config()).to(dtype)
     history = train.fit(
-        model, loss_fn, lambda s: global_batch(data, s), steps=steps, lr=LR, seed=seed
+        model, loss_fn, lambda s: global_batch(data, s, seed=seed), steps=steps, lr=LR, seed=seed
     )
     return history.loss
 
@@ -188,7 +200,7 @@ def _timings(
     def with_allreduce() -> None:
         loss_fn(ddp, batch).backward()
 
-    flat = torch.zeros(sum(p.numel() for p in ddp.parameters()))
+    flat = torch.zeros_like(torch.cat([p.detach().flatten() for p in ddp.parameters()]))
     return {
         "compute_s": median_time(compute_only),
         "step_s": median_time(with_allreduce),
@@ -196,8 +208,12 @@ def _timings(
     }
 
 
+def _device_ids(env: du.DistEnv) -> list[int] | None:
+    return [env.local_rank] if env.device.type == "cuda" else None  # DDP's one-GPU-per-rank
+
+
 def _max_over_ranks(value: float) -> float:
-    tensor = torch.tensor([value], dtype=torch.float64)
+    tensor = torch.tensor([value], dtype=torch.float64, device=du.get_env().device)
     dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
     return float(tensor.item())
 
@@ -212,13 +228,15 @@ def _grad_gap(model: nn.Module, reference: nn.Module) -> float:
     return _max_over_ranks(max(gaps))
 
 
-def _check_grads(data: Tensor, env: du.DistEnv, seed: int, checkpoint: Path) -> dict[str, Any]:
+def _check_grads(
+    data: Tensor, env: du.DistEnv, seed: int, checkpoint: Path, dtype: torch.dtype
+) -> dict[str, Any]:
     """DDP's gradients vs one process's on the whole batch; no_sync accumulation; checkpoint."""
     du.seed_all(seed)
-    model = GPT(model_config())
+    model = GPT(model_config()).to(env.device, dtype)
     reference = copy.deepcopy(model)  # one process, the whole global batch
     loss_fn(reference, global_batch(data, 0, seed=seed)).backward()
-    ddp = nn.parallel.DistributedDataParallel(model)
+    ddp = nn.parallel.DistributedDataParallel(model, device_ids=_device_ids(env))
     counter: list[int] = []
     ddp.register_comm_hook(counter, _counting_hook)
     local = _rank_batches(data, "ddp", env, seed)(0)  # (B / world, T + 1) this rank's shard
@@ -235,7 +253,7 @@ def _check_grads(data: Tensor, env: du.DistEnv, seed: int, checkpoint: Path) -> 
             if p.grad is not None:
                 p.sub_(0.1 * p.grad)
     du.save_on_rank0({"model": model.state_dict(), "step": 1}, checkpoint)
-    restored = GPT(model_config())
+    restored = GPT(model_config()).to(env.device, dtype)
     state = du.load_from_rank0(checkpoint)
     restored.load_state_dict(state["model"])
     same = all(
@@ -247,9 +265,11 @@ def _check_grads(data: Tensor, env: du.DistEnv, seed: int, checkpoint: Path) -> 
     return report
 
 
-def _run(run: str, data: Tensor, env: du.DistEnv, steps: int, seed: int) -> dict[str, Any]:
+def _run(
+    run: str, data: Tensor, env: du.DistEnv, steps: int, seed: int, dtype: torch.dtype
+) -> dict[str, Any]:
     du.seed_all(seed + env.rank if run == "control_init_seed" else seed)
-    model = GPT(model_config())
+    model = GPT(model_config()).to(env.device, dtype)
     batches = _rank_batches(data, run, env, seed)
     report: dict[str, Any] = {"run": run, "steps": steps}
     if run == "fsdp":
@@ -265,7 +285,7 @@ def _run(run: str, data: Tensor, env: du.DistEnv, steps: int, seed: int) -> dict
         )
         report.update(params_total=total, params_local=_local_numel(model))
     else:
-        ddp = nn.parallel.DistributedDataParallel(model)
+        ddp = nn.parallel.DistributedDataParallel(model, device_ids=_device_ids(env))
         wrapped = ddp
         optimizer = torch.optim.AdamW(
             ddp.parameters(), lr=LR, betas=(0.9, 0.98), weight_decay=0.0, fused=True
@@ -284,17 +304,83 @@ def _run(run: str, data: Tensor, env: du.DistEnv, steps: int, seed: int) -> dict
     start = time.perf_counter()
     history = train.fit(wrapped, loss_fn, batches, steps=steps, optimizer=optimizer, seed=seed)
     report["train_s"] = time.perf_counter() - start
-    losses = torch.tensor(history.loss, dtype=torch.float64)  # (steps,) this rank's losses
+    losses = torch.tensor(history.loss, dtype=torch.float64, device=env.device)  # (steps,)
     dist.all_reduce(losses)
-    report["loss"] = (losses / env.world_size).tolist()  # the global batch's loss per step
-    state_local = torch.tensor([state_numel(optimizer)])
+    report["loss"] = (losses / env.world_size).cpu().tolist()  # the global batch's loss per step
+    state_local = torch.tensor([state_numel(optimizer)], device=env.device)
     states = [torch.zeros_like(state_local) for _ in range(env.world_size)]
     dist.all_gather(states, state_local)
-    report["state_per_rank"] = [int(s) for s in states]
+    report["state_per_rank"] = [int(s.item()) for s in states]
     if run == "ddp":
         report["allreduce_bytes_per_step"] = sum(counter) // steps
         report["buckets_per_step"] = len(counter) // steps
-        report.update(_timings(ddp, batches(0), reps=15))
+        report.update(_timings(ddp, batches(0), reps=9))
+    return report
+
+
+def _free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def launch(
+    runs: str = "ddp",
+    *,
+    nproc_per_node: int = 2,
+    nodes: int = 1,
+    steps: int = 200,
+    short_steps: int = 40,
+    seed: int = 0,
+    dtype: str = "float32",
+    timeout_s: float = 600.0,
+) -> dict[str, Any]:
+    """Run this module under ``torchrun`` in subprocesses and return rank 0's report.
+
+    With ``nodes=1``: one ``torchrun --standalone --nproc_per_node=N``. With ``nodes > 1``: one
+    ``torchrun --nnodes=nodes --node_rank=i`` per simulated node, all started at once and
+    meeting at ``127.0.0.1`` on a free port (a static rendezvous), as separate machines would.
+    Only localhost is used. The launchers' own output (c10d's warnings among it) is captured
+    and shown only if a launch fails. Workers run with ``OMP_NUM_THREADS=1``.
+
+    Returns:
+        The report (see the module docstring) plus ``"launch_s"`` (wall time of the launch)
+        and ``"commands"`` (the command lines, the temporary report path replaced by
+        ``report.json``).
+    """
+    if nodes < 1 or nproc_per_node < 1:
+        raise ValueError(f"nodes and nproc_per_node must be >= 1, got {nodes}, {nproc_per_node}")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "report.json"
+        worker = ["-m", "mtlib.experiments.ddp", "--out", str(out), "--runs", runs,
+                  "--steps", str(steps), "--short-steps", str(short_steps), "--seed", str(seed),
+                  "--dtype", dtype]  # fmt: skip
+        if nodes == 1:
+            launchers = [["--standalone", f"--nproc_per_node={nproc_per_node}"]]
+        else:
+            port = _free_port()
+            launchers = [[f"--nnodes={nodes}", f"--nproc_per_node={nproc_per_node}",
+                          f"--node_rank={i}", "--master_addr=127.0.0.1", f"--master_port={port}"]
+                         for i in range(nodes)]  # fmt: skip
+        commands = [[sys.executable, "-m", "torch.distributed.run", *a, *worker] for a in launchers]
+        start = time.perf_counter()
+        processes = [
+            subprocess.Popen(
+                c, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+            for c in commands
+        ]
+        outputs = [p.communicate(timeout=timeout_s)[0] for p in processes]
+        elapsed = time.perf_counter() - start
+        for process, output in zip(processes, outputs, strict=True):
+            if process.returncode != 0:
+                raise RuntimeError(f"torchrun failed ({process.returncode}):\n{output[-3000:]}")
+        report: dict[str, Any] = json.loads(out.read_text())
+    shown = [["torchrun", *c[3:]] for c in commands]  # "python -m torch.distributed.run" = torchrun
+    report["commands"] = [shlex.join(c).replace(str(out), "report.json") for c in shown]
+    report["launch_s"] = elapsed
     return report
 
 
@@ -306,8 +392,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=200, help="steps of the 'ddp' run")
     parser.add_argument("--short-steps", type=int, default=40, help="steps of the other runs")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     args = parser.parse_args(argv)
     runs = args.runs.split(",")
+    dtype = getattr(torch, args.dtype)
     unknown = sorted(set(runs) - set(RUNS))
     if unknown:
         parser.error(f"unknown runs {unknown}; choose from {RUNS}")
@@ -317,16 +405,18 @@ def main(argv: list[str] | None = None) -> None:
     if env.world_size < 2 or GLOBAL_BATCH % env.world_size:
         raise SystemExit(f"launch with torchrun and a world size dividing {GLOBAL_BATCH}")
     setup_s = time.perf_counter() - started
-    data = dataset()
+    data = dataset().to(env.device)
     reports = []
     for run in runs:
         if run == "grads":
-            reports.append(_check_grads(data, env, args.seed, args.out.with_suffix(".ckpt.pt")))
+            checkpoint = args.out.with_suffix(".ckpt.pt")
+            reports.append(_check_grads(data, env, args.seed, checkpoint, dtype))
             continue
         steps = args.steps if run == "ddp" else args.short_steps
-        reports.append(_run(run, data, env, steps, args.seed))
+        reports.append(_run(run, data, env, steps, args.seed, dtype))
     if du.is_main():
         report = {"world_size": env.world_size, "backend": env.backend, "setup_s": setup_s,
+                  "dtype": args.dtype,
                   "runs": {r["run"]: r for r in reports}}  # fmt: skip
         args.out.write_text(json.dumps(report))
     du.teardown()
