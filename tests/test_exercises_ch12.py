@@ -148,7 +148,7 @@ def test_kv_cache_append_correct_answers_pass(capsys):
     exercises.check_kv_cache_append(good_append)
     exercises.check_kv_cache_append(good_append_doubling)
     out = capsys.readouterr().out
-    assert out.count("check_kv_cache_append: all 91 steps passed") == 2
+    assert out.count("check_kv_cache_append: all 91 cases (generation steps) passed") == 2
 
 
 @pytest.mark.parametrize(

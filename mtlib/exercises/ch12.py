@@ -242,4 +242,6 @@ def check_kv_cache_append(fn: Callable[[torch.Tensor, int, torch.Tensor], torch.
             f"{name} failed on the whole generation: {allocations} buffers for {length} positions "
             f"(at most {bound} expected)\nHint: grow geometrically, not by a fixed amount"
         )
-    print(f"{name}: all {steps} steps passed ({allocations} buffers for {length} positions).")
+    print(
+        f"{name}: all {steps} cases (generation steps) passed; {allocations} buffers for {length} positions."
+    )
