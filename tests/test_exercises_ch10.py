@@ -174,6 +174,16 @@ def test_loss_mistakes_are_named(wrong, message):
         exercises.check_causal_lm_loss(wrong)
 
 
+def mean_over_all_positions(logits, idx):  # scores position t against idx[:, t] AND pads the last
+    return F.cross_entropy(logits.transpose(1, 2), idx) * 0.5
+
+
+def test_loss_generic_hint_does_not_give_the_answer():
+    with pytest.raises(exercises.CheckFailed, match="which token should the logits") as info:
+        exercises.check_causal_lm_loss(mean_over_all_positions)
+    assert "idx[:, 1:]" not in str(info.value)
+
+
 def test_stub_raises_without_hint():
     def stub(logits, idx):
         raise NotImplementedError

@@ -187,7 +187,7 @@ def check_causal_lm_loss(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor
         _Case(
             "B = 2, T = 6, V = 9",
             (_logits(21, 2, 6, 9), torch.randint(0, 9, (2, 6), generator=gen)),
-            hint="position t predicts the *next* token: score logits[:, :-1] against idx[:, 1:]",
+            hint="which token should the logits at position t be scored against? (and the last position?)",
         ),
         _Case(
             "B = 3, T = 4, V = 13",
