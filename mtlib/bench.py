@@ -77,6 +77,8 @@ from mtlib.attention import MultiHeadAttention, scaled_dot_product_attention, ti
 
 __all__ = [
     "BenchRow",
+    "allocated_mib",
+    "best_seconds",
     "GenerationRow",
     "LatencyRow",
     "MinimalAttention",
@@ -183,6 +185,13 @@ def median_seconds(fn: Callable[[], object], device: str | torch.device = "cpu",
     return statistics.median(_time_once(fn, dev) for _ in range(max(1, repeats)))
 
 
+def best_seconds(fn: Callable[[], object], device: str | torch.device = "cpu", repeats: int = 3) -> float:
+    """Fastest wall-clock seconds of ``repeats`` calls of ``fn``: on a busy machine other work
+    only ever adds time, so the minimum is the steadiest estimate of the call's own cost."""
+    dev = torch.device(device)
+    return min(_time_once(fn, dev) for _ in range(max(1, repeats)))
+
+
 def _peak_mib(fn: Callable[[], object], device: torch.device) -> float:
     """Peak MiB held by tensors allocated while ``fn`` runs (see the module docstring)."""
     if device.type == "cuda":
@@ -192,22 +201,46 @@ def _peak_mib(fn: Callable[[], object], device: torch.device) -> float:
         fn()
         torch.cuda.synchronize(device)
         return (torch.cuda.max_memory_allocated(device) - before) / 2**20
-    if device.type != "cpu":
-        return math.nan
-    from torch.profiler import ProfilerActivity, profile
-
-    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        fn()
-    try:  # the raw allocation (+bytes) and free (-bytes) events, in time order
-        events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
-        deltas = [e.nbytes() for e in sorted(events, key=lambda e: e.start_ns())]
-    except AttributeError:  # an older or newer profiler without this API
+    deltas = _cpu_memory_deltas(fn) if device.type == "cpu" else None
+    if deltas is None:
         return math.nan
     held = peak = 0
     for delta in deltas:
         held += delta
         peak = max(peak, held)
     return peak / 2**20
+
+
+def _cpu_memory_deltas(fn: Callable[[], object]) -> list[int] | None:
+    """Bytes allocated (+) and freed (-) by PyTorch's CPU allocator while ``fn`` runs, in time
+    order, from :mod:`torch.profiler`; None when the profiler cannot report them."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    try:  # the raw allocation (+bytes) and free (-bytes) events, in time order
+        events = [e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"]
+        return [e.nbytes() for e in sorted(events, key=lambda e: e.start_ns())]
+    except AttributeError:  # an older or newer profiler without this API
+        return None
+
+
+def allocated_mib(fn: Callable[[], object], device: str | torch.device = "cpu") -> float:
+    """Total MiB that ``fn()`` allocates while it runs, every allocation counted (frees are not
+    subtracted): the memory traffic of allocating, e.g. a cache re-allocated at every step.
+
+    CPU: from :mod:`torch.profiler`'s allocation events. CUDA: the growth of the caching
+    allocator's ``allocated_bytes.all.allocated`` counter. Other devices: nan.
+    """
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+        before = torch.cuda.memory_stats(dev).get("allocated_bytes.all.allocated", 0)
+        fn()
+        torch.cuda.synchronize(dev)
+        return (torch.cuda.memory_stats(dev).get("allocated_bytes.all.allocated", 0) - before) / 2**20
+    deltas = _cpu_memory_deltas(fn) if dev.type == "cpu" else None
+    return math.nan if deltas is None else sum(d for d in deltas if d > 0) / 2**20
 
 
 def _attention_calls(

@@ -181,3 +181,13 @@ def test_attention_json(capsys: pytest.CaptureFixture[str]) -> None:
 def test_public_measuring_helpers() -> None:
     assert bench.peak_memory_mib(lambda: torch.ones(2**18), "cpu") == 1.0
     assert bench.median_seconds(lambda: None, "cpu", repeats=3) >= 0.0
+    assert 0.0 <= bench.best_seconds(lambda: None, "cpu", repeats=2) < 1.0
+
+
+def test_allocated_mib_counts_every_allocation() -> None:
+    def three_in_turn() -> None:
+        for _ in range(3):
+            torch.ones(2**18)  # 1 MiB, freed at once
+
+    assert bench.allocated_mib(three_in_turn, "cpu") == 3.0
+    assert bench.peak_memory_mib(three_in_turn, "cpu") == 1.0
