@@ -170,3 +170,105 @@ def test_rollout_in_place_edit_is_reported():
         exercises.CheckFailed, match="changed its input tensor in place|known mistake|differ"
     ):
         exercises.check_attention_rollout(in_place)
+
+
+# ---- rollout with a residual weight alpha ------------------------------------------------------
+
+
+def good_alpha_rollout(attentions, alpha):
+    rollout = None
+    for w in attentions:
+        a = (1 - alpha) * w.mean(1) + alpha * torch.eye(w.shape[-1])
+        rollout = a if rollout is None else a @ rollout
+    return rollout
+
+
+def good_alpha_rollout_reduce(attentions, alpha):  # a correct variant: einsum, then reduce
+    import functools
+
+    eye = torch.eye(attentions[0].shape[-1], dtype=torch.float64)
+    layers = [
+        torch.lerp(torch.einsum("bhij->bij", w.double()) / w.shape[1], eye, alpha)
+        for w in attentions
+    ]
+    return functools.reduce(lambda r, a: a @ r, layers[1:], layers[0])
+
+
+def alpha_swapped(attentions, alpha):
+    return good_alpha_rollout(attentions, 1 - alpha)
+
+
+def alpha_ignored(attentions, alpha):
+    return good_alpha_rollout(attentions, 0.5)
+
+
+def alpha_reversed_order(attentions, alpha):
+    rollout = None
+    for w in attentions:
+        a = (1 - alpha) * w.mean(1) + alpha * torch.eye(w.shape[-1])
+        rollout = a if rollout is None else rollout @ a
+    return rollout
+
+
+def alpha_unscaled(attentions, alpha):
+    rollout = None
+    for w in attentions:
+        a = w.mean(1) + alpha * torch.eye(w.shape[-1])
+        rollout = a if rollout is None else a @ rollout
+    return rollout
+
+
+def alpha_max_heads(attentions, alpha):
+    rollout = None
+    for w in attentions:
+        a = (1 - alpha) * w.amax(1) + alpha * torch.eye(w.shape[-1])
+        rollout = a if rollout is None else a @ rollout
+    return rollout
+
+
+def alpha_last_layer(attentions, alpha):
+    w = attentions[-1]
+    return (1 - alpha) * w.mean(1) + alpha * torch.eye(w.shape[-1])
+
+
+def test_correct_alpha_rollouts_pass(capsys):
+    exercises.check_alpha_rollout(good_alpha_rollout)
+    exercises.check_alpha_rollout(good_alpha_rollout_reduce)
+    assert capsys.readouterr().out.count("check_alpha_rollout: all 4 cases passed.") == 2
+
+
+def test_alpha_rollout_matches_mtlib_at_one_half():
+    g = torch.Generator().manual_seed(3)
+    attentions = [torch.rand(2, 3, 5, 5, generator=g).softmax(-1) for _ in range(3)]
+    from mtlib.models import attention_rollout
+
+    torch.testing.assert_close(good_alpha_rollout(attentions, 0.5), attention_rollout(attentions))
+    torch.testing.assert_close(
+        good_alpha_rollout(attentions, 0.0), attention_rollout(attentions, residual=False)
+    )
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (alpha_swapped, r"(?s)case 1 of 4 .*known mistake\nHint: alpha weighs the identity"),
+        (alpha_ignored, r"(?s)case 1 of 4 .*Hint: your result does not change with alpha"),
+        (alpha_reversed_order, r"(?s)case 1 of 4 .*Hint: you multiplied in the wrong order"),
+        (alpha_unscaled, r"(?s)case 1 of 4 .*Hint: you added alpha \* I to the full weights"),
+        (alpha_max_heads, r"(?s)case 1 of 4 .*Hint: you took the maximum over heads"),
+        (alpha_last_layer, r"(?s)case 1 of 4 .*Hint: you used the last layer only"),
+    ],
+)  # fmt: skip
+def test_wrong_alpha_rollouts_are_named(bad, match):
+    with pytest.raises(exercises.CheckFailed, match=match):
+        exercises.check_alpha_rollout(bad)
+
+
+def test_alpha_rollout_stub_and_non_callable():
+    def stub(attentions, alpha):
+        raise NotImplementedError("your code here")
+
+    with pytest.raises(exercises.CheckFailed, match="NotImplementedError"):
+        exercises.check_alpha_rollout(stub)
+    with pytest.raises(TypeError, match="takes your function"):
+        exercises.check_alpha_rollout(None)

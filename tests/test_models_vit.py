@@ -318,3 +318,22 @@ def test_rollout_of_a_model():
     rollout = attention_rollout(attentions)
     assert rollout.shape == (3, 17, 17) and (rollout >= 0).all()
     torch.testing.assert_close(rollout.sum(-1), torch.ones(3, 17))
+
+
+def test_rollout_residual_weight():
+    g = torch.Generator().manual_seed(5)
+    attentions = [torch.rand(2, 3, 6, 6, generator=g).softmax(-1) for _ in range(2)]
+    eye = torch.eye(6)
+    layers = [0.7 * a.mean(1) + 0.3 * eye for a in attentions]  # alpha = 0.3 on the identity
+    torch.testing.assert_close(
+        attention_rollout(attentions, residual_weight=0.3), layers[1] @ layers[0]
+    )
+    torch.testing.assert_close(
+        attention_rollout(attentions, residual_weight=0.0),
+        attention_rollout(attentions, residual=False),
+    )
+    torch.testing.assert_close(
+        attention_rollout(attentions, residual_weight=1.0), eye.expand(2, 6, 6)
+    )
+    with pytest.raises(ValueError, match="residual_weight must be in"):
+        attention_rollout(attentions, residual_weight=1.5)

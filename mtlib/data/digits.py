@@ -86,7 +86,7 @@ def digits_split(*, test_fraction: float = 0.2, seed: int = 0) -> DigitsSplit:
         seed: the split's seed (the book uses 0 throughout).
 
     Returns:
-        A :class:`DigitsSplit`; with the defaults, 1,437 training and 360 test images.
+        A :class:`DigitsSplit`; with the defaults, 1,438 training and 359 test images.
     """
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}")

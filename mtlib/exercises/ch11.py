@@ -5,7 +5,9 @@
   a ``Conv2d`` with kernel and stride ``p`` reads them, so a linear layer on these patches
   equals the convolution);
 - :func:`check_attention_rollout`: Abnar and Zuidema's rollout, ``R = A_L ... A_1`` with
-  ``A_l = 0.5 * mean_heads(W_l) + 0.5 * I``.
+  ``A_l = 0.5 * mean_heads(W_l) + 0.5 * I``;
+- :func:`check_alpha_rollout`: the same with the residual weighted by ``alpha``,
+  ``A_l = (1 - alpha) * mean_heads(W_l) + alpha * I`` (the chapter's exercise 2).
 
 Each checker recognises the typical mistakes and names them.
 """
@@ -20,7 +22,7 @@ import torch
 from mtlib.exercises._core import _call, _Case, _check, _describe, _fail
 from mtlib.models.vit import attention_rollout
 
-__all__ = ["check_attention_rollout", "check_patch_embedding"]
+__all__ = ["check_alpha_rollout", "check_attention_rollout", "check_patch_embedding"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -155,3 +157,61 @@ def check_attention_rollout(fn: Callable[[list[torch.Tensor]], Any]) -> None:
         "you used the last layer only: chain all the layers": lambda a: _with_identity(a)[-1],
     }  # fmt: skip
     _check(checker, fn, cases, _rollout, atol=1e-5, mistakes=mistakes)
+
+
+# --------------------------------------------------------------------------------------------
+# 2'. Rollout with a residual weight alpha
+# --------------------------------------------------------------------------------------------
+
+
+def _alpha_layers(attentions: list[torch.Tensor], alpha: float) -> list[torch.Tensor]:
+    eye = torch.eye(attentions[0].shape[-1], dtype=torch.float64)
+    return [(1 - alpha) * a + alpha * eye for a in _mean_heads(attentions)]  # (B, T, T) each
+
+
+def _alpha_rollout(attentions: list[torch.Tensor], alpha: float) -> torch.Tensor:
+    return attention_rollout([a.double() for a in attentions], residual_weight=alpha)
+
+
+def check_alpha_rollout(fn: Callable[[list[torch.Tensor], float], Any]) -> None:
+    """Check ``fn(attentions, alpha)``: attention rollout with the residual weighted by ``alpha``.
+
+    ``attentions`` is a list of the layers' weights, first layer first, each ``(B, H, T, T)``
+    with rows summing to 1; ``alpha`` is in [0, 1]. Average each layer over its heads,
+    ``A_l = (1 - alpha) * mean_heads(W_l) + alpha * I``, and chain the layers with later
+    layers on the left: ``R = A_L ... A_2 A_1``; return ``R`` ``(B, T, T)``. ``alpha = 0.5`` is
+    Abnar and Zuidema's rollout, ``alpha = 0`` chains the raw weights, ``alpha = 1`` gives
+    the identity. Recognised mistakes: the weights swapped (``alpha`` on the attention),
+    ``alpha`` ignored (always 0.5), the product in the wrong order, ``W + alpha * I``
+    without the ``1 - alpha``, the maximum over heads, the last layer alone.
+
+    Raises:
+        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
+    """
+    checker = "check_alpha_rollout"
+    if not callable(fn):
+        raise TypeError(f"{checker} takes your function, got {_describe(fn)}")
+    g = torch.Generator().manual_seed(2021)
+    hint = "A_l = (1 - alpha) * W_l.mean(1) + alpha * I; R = A_1, then R = A_l @ R for l = 2 .. L"
+    cases = [
+        _Case("3 layers, batch 2, 4 heads, 5 tokens, alpha 0.3", (_softmax_weights(g, 3, 2, 4, 5), 0.3), hint=hint),
+        _Case("2 layers, batch 1, 3 heads, 7 tokens, alpha 0.8", (_softmax_weights(g, 2, 1, 3, 7), 0.8), hint=hint),
+        _Case("4 layers, batch 3, 2 heads, 4 tokens, alpha 0.5", (_softmax_weights(g, 4, 3, 2, 4), 0.5), hint=hint),
+        _Case("3 layers, batch 2, 2 heads, 6 tokens, alpha 0 (raw weights)", (_softmax_weights(g, 3, 2, 2, 6), 0.0), hint=hint),
+    ]  # fmt: skip
+    eye = torch.eye
+    mistakes = {
+        "alpha weighs the identity (the residual), 1 - alpha the attention: "
+        "A_l = (1 - alpha) * W_l + alpha * I": lambda a, al: _chain(_alpha_layers(a, 1 - al)),
+        "your result does not change with alpha: use the alpha you are given, not "
+        "0.5": lambda a, al: _chain(_alpha_layers(a, 0.5)),
+        "you multiplied in the wrong order: later layers go on the LEFT, R = A_L ... A_1 (the "
+        "class token's row mixes the previous layer's outputs)": lambda a, al: _chain(_alpha_layers(a, al), reverse=True),
+        "you added alpha * I to the full weights: scale them by (1 - alpha) so that rows still "
+        "sum to 1": lambda a, al: _chain([x + al * eye(x.shape[-1], dtype=torch.float64) for x in _mean_heads(a)]),
+        "you took the maximum over heads; rollout averages the heads": lambda a, al: _chain(
+            [(1 - al) * x.double().amax(1) + al * eye(x.shape[-1], dtype=torch.float64) for x in a]
+        ),
+        "you used the last layer only: chain all the layers": lambda a, al: _alpha_layers(a, al)[-1],
+    }  # fmt: skip
+    _check(checker, fn, cases, _alpha_rollout, atol=1e-5, mistakes=mistakes)

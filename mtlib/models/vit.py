@@ -331,11 +331,14 @@ class ViT(nn.Module):
         return ours.train(model.training)
 
 
-def attention_rollout(attentions: list[Tensor], *, residual: bool = True) -> Tensor:
+def attention_rollout(
+    attentions: list[Tensor], *, residual: bool = True, residual_weight: float = 0.5
+) -> Tensor:
     """Attention rollout (Abnar and Zuidema, 2020): how much each input token flows to each output.
 
     Each layer's weights are averaged over heads; with ``residual``, the residual connection
-    is modelled as attention to oneself, ``A = 0.5 W + 0.5 I``, and rows are renormalised.
+    is modelled as attention to oneself, ``A = (1 - alpha) mean_heads(W) + alpha I`` with
+    ``alpha = residual_weight`` (0.5 in the paper), and rows are renormalised.
     The layers are then chained, later layers on the left: ``R = A_L ... A_2 A_1``. Row 0 of
     ``R`` says how much of each input token reaches the class token's final state, by this
     linear account (which ignores the values, the feed-forward layers and the LayerNorms).
@@ -344,13 +347,17 @@ def attention_rollout(attentions: list[Tensor], *, residual: bool = True) -> Ten
         attentions: one tensor per layer, first layer first, each (B, H, T, T) or (B, T, T)
             (already averaged), rows summing to 1.
         residual: add the identity for the residual connection (the paper's rollout); False
-            multiplies the raw weights.
+            multiplies the raw weights (the same as ``residual_weight=0``).
+        residual_weight: ``alpha``, the weight of the identity, in [0, 1].
 
     Returns:
         (B, T, T): row ``i`` is output token ``i``'s mixture of input tokens; rows sum to 1.
     """
     if not isinstance(attentions, (list, tuple)) or not attentions:
         raise ValueError("attentions must be a non-empty list of (B, H, T, T) or (B, T, T) tensors")
+    if not 0.0 <= residual_weight <= 1.0:
+        raise ValueError(f"residual_weight must be in [0, 1], got {residual_weight!r}")
+    alpha = residual_weight if residual else 0.0
     rollout: Tensor | None = None
     for layer, weights in enumerate(attentions):
         if (
@@ -367,8 +374,9 @@ def attention_rollout(attentions: list[Tensor], *, residual: bool = True) -> Ten
                 f"attentions[{layer}] has shape {tuple(a.shape)} after averaging heads, "
                 f"expected {tuple(rollout.shape)} like attentions[0]"
             )
-        if residual:
-            a = 0.5 * a + 0.5 * torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)  # (B, T, T)
+        if alpha > 0:
+            eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device)
+            a = (1 - alpha) * a + alpha * eye  # (B, T, T)
             a = a / a.sum(dim=-1, keepdim=True)  # rows sum to 1
         rollout = a if rollout is None else a @ rollout  # (B, T, T): A_l ... A_1
     assert rollout is not None

@@ -18,3 +18,13 @@ def attention_rollout(attentions):
         layer = 0.5 * mixed + 0.5 * eye  # the residual connection; rows still sum to 1
         rollout = layer if rollout is None else layer @ rollout  # later layers on the left
     return rollout
+
+
+def alpha_rollout(attentions, alpha):
+    rollout = None
+    for weights in attentions:  # first layer first, each (B, H, T, T)
+        mixed = weights.mean(dim=1)  # (B, T, T): average over the heads
+        eye = torch.eye(mixed.shape[-1], dtype=mixed.dtype)
+        layer = (1 - alpha) * mixed + alpha * eye  # residual weighted by alpha; rows sum to 1
+        rollout = layer if rollout is None else layer @ rollout  # later layers on the left
+    return rollout
