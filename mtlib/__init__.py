@@ -11,9 +11,13 @@ One concept per module, in the order the book introduces them:
 - :mod:`mtlib.blocks`      feed-forward, encoder and decoder blocks
 - :mod:`mtlib.transformer` encoder, decoder, the seq2seq Transformer and decoding
 - :mod:`mtlib.train`       a small fit loop: schedules, clipping, label smoothing, history
-- :mod:`mtlib.loading`     weights from PyTorch (and later Hugging Face) by a table of names
-- :mod:`mtlib.data`        synthetic tasks and tokenizers, generated offline
-- :mod:`mtlib.bench`       ``python -m mtlib.bench attention``: the speed and memory tables
+- :mod:`mtlib.loading`     weights from PyTorch and Hugging Face by a table of names
+- :mod:`mtlib.models`      BERT, GPT and ViT built from the blocks, with ``from_hf`` loading
+- :mod:`mtlib.distributed` process groups from torchrun's environment, sharding, rank-0 I/O
+- :mod:`mtlib.data`        synthetic tasks, tokenizers, corpora and images, all offline
+- :mod:`mtlib.experiments` the long experiments behind the chapters' checkpoints
+- :mod:`mtlib.bench`       ``python -m mtlib.bench``: the speed and memory tables
+- :mod:`mtlib.assign`      ``python -m mtlib.assign nbgrader``: an nbgrader course from the chapters
 
 ``import mtlib`` makes every module available (``mtlib.attention.MultiHeadAttention``), and the
 main names are importable from the top: ``from mtlib import MultiHeadAttention, Transformer``.
@@ -26,6 +30,7 @@ from mtlib import (
     exercises,
     loading,
     masks,
+    models,
     positional,
     train,
     transformer,
@@ -57,6 +62,7 @@ __all__ = [
     "exercises",
     "loading",
     "masks",
+    "models",
     "positional",
     "train",
     "transformer",

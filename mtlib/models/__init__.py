@@ -4,6 +4,32 @@ Each file is one model, readable in one sitting: a config dataclass, the module,
 ``from_hf`` that loads a Hugging Face ``transformers`` model of the same architecture through
 :func:`mtlib.loading.load_weights` (a table of names, transposes and shape checks). mtlib never
 imports ``transformers``: ``from_hf`` only reads the model's ``state_dict()`` and ``config``.
+
+- :mod:`mtlib.models.bert`  encoder-only, masked-LM pretraining and the 80/10/10 rule (chapter 9)
+- :mod:`mtlib.models.gpt`   decoder-only, sampling and the KV cache (chapters 10 and 12)
+- :mod:`mtlib.models.vit`   patches, class token, attention rollout (chapter 11)
 """
 
-__all__: list[str] = []
+from mtlib.models.bert import (
+    BERT,
+    BERTConfig,
+    BERTForMaskedLM,
+    BERTForSequenceClassification,
+    mask_tokens,
+)
+from mtlib.models.gpt import GPT, GPTConfig
+from mtlib.models.vit import PatchEmbedding, ViT, ViTConfig, attention_rollout
+
+__all__ = [
+    "BERT",
+    "BERTConfig",
+    "BERTForMaskedLM",
+    "BERTForSequenceClassification",
+    "mask_tokens",
+    "GPT",
+    "GPTConfig",
+    "PatchEmbedding",
+    "ViT",
+    "ViTConfig",
+    "attention_rollout",
+]
