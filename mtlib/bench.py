@@ -43,7 +43,7 @@ goal: tiled's ``mem_x_expl <= 0.15`` at ``N = 8192``.
 without the KV cache, on the same weights: ``tokens_equal`` must hold, and ``x_cached``
 (time over the cached time) of the uncached run is the speed-up, goal ``>= 5`` at 512 new
 tokens. When ``transformers`` is importable, the weights come from a randomly initialised
-``GPT2LMHeadModel`` loaded with :meth:`mtlib.models.GPT.from_hf`, and that model's own cached
+``GPT2LMHeadModel`` loaded with :meth:`mtlib.models.gpt.GPT.from_hf`, and that model's own cached
 ``generate`` is timed too (goal for mtlib cached: ``x_hf <= 1.0``, its time over
 transformers'); otherwise that row is skipped
 with a note. A second table gives the latency of one generation step at several positions
@@ -397,7 +397,7 @@ def measure_attention_once(
 
     After a tiny call (one-time initialisation), the first call measures the growth of the
     peak resident memory (CPU; meaningful only in a fresh process, which is how
-    :func:`bench_tiled` calls it), then :func:`_peak_mib` measures
+    :func:`bench_tiled` calls it), then :func:`peak_memory_mib` measures
     the allocator's peak, then ``repeats`` timed calls give the median.
 
     Args:
