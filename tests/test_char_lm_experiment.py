@@ -87,6 +87,34 @@ def test_baselines_and_tokenizer(data):
     assert char_lm.unigram_loss(ids, ids, 2) == pytest.approx(math.log(2), abs=1e-9)
 
 
+def test_the_seed_varies_the_data_too():
+    # every (seed, step) pair has its own batch generator: seeds differ in data order, not
+    # only in initialisation
+    seeds = {char_lm.data_seed(seed, step) for seed in range(3) for step in range(1, 2001)}
+    assert len(seeds) == 3 * 2000
+    assert char_lm.data_seed(0, 17) == 17  # seed 0 keeps the batches it always had
+
+
+def test_smoothed_and_first_below():
+    values = [4.0, 2.0, 0.0, 6.0]
+    assert char_lm.smoothed(values, window=2) == [4.0, 3.0, 1.0, 3.0]
+    assert char_lm.smoothed(values, window=25) == [4.0, 3.0, 2.0, 3.0]
+    assert char_lm.first_below(values, 2.5) == 2  # 1-based step, like History
+    assert char_lm.first_below(values, -1.0) is None
+
+
+def test_report_holds_the_chapters_fields(checkpoint):
+    _, _, report = checkpoint
+    for seed in range(3):
+        causal, maskless = report["runs"][f"causal/{seed}"], report["runs"][f"maskless/{seed}"]
+        step = causal["step_val_below_1.4"]
+        assert step is not None and step % report["eval_every"] == 0
+        assert next(e["step"] for e in causal["evals"] if e["val"] < 1.4) == step
+        curve = char_lm.smoothed(maskless["loss"])
+        assert maskless["step_smoothed_below_1"] == char_lm.first_below(curve, 1.0)
+        assert maskless["step_smoothed_below_1"] < maskless["step_smoothed_below_0.2"]
+
+
 def test_forward_without_mask_sees_the_future():
     torch.manual_seed(0)
     model = GPT(char_lm.model_config(11, n_layer=1)).eval()

@@ -41,10 +41,13 @@ __all__ = [
     "TrainSettings",
     "bigram_loss",
     "corpus",
+    "data_seed",
     "evaluate",
+    "first_below",
     "forward_without_mask",
     "load_checkpoint",
     "model_config",
+    "smoothed",
     "splits",
     "train_model",
     "unigram_loss",
@@ -142,6 +145,28 @@ def windows(ids: Tensor, starts: Tensor, length: int) -> tuple[Tensor, Tensor]:
     return ids[index], ids[index + 1]
 
 
+def data_seed(seed: int, step: int) -> int:
+    """The seed of batch ``step``'s generator in run ``seed`` (distinct for every pair)."""
+    return 1_000_003 * seed + step
+
+
+def smoothed(values: list[float], window: int = 25) -> list[float]:
+    """Trailing moving average: entry ``i`` is the mean of ``values[max(0, i - window + 1) : i + 1]``."""
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def first_below(values: list[float], threshold: float) -> int | None:
+    """The first step (1-based, like :class:`~mtlib.train.History`) whose value is below
+    ``threshold``, or None."""
+    return next((i + 1 for i, v in enumerate(values) if v < threshold), None)
+
+
 def train_model(
     settings: TrainSettings,
     *,
@@ -155,7 +180,8 @@ def train_model(
     """Train the chapter's model from scratch.
 
     Batch ``s`` is ``batch_size`` random windows of the training text, drawn from a generator
-    seeded with ``s`` (the same batches for every seed; the seed sets the initialisation).
+    seeded with :func:`data_seed` ``(seed, s)``: the seed sets both the initialisation and the
+    order of the data, so that the spread over seeds covers both sources of variation.
 
     Args:
         settings: optimiser settings.
@@ -178,7 +204,7 @@ def train_model(
     train_ids, val_ids = train_ids.to(device), val_ids.to(device)
 
     def batches(step: int) -> tuple[Tensor, Tensor]:
-        gen = torch.Generator().manual_seed(step)
+        gen = torch.Generator().manual_seed(data_seed(seed, step))
         starts = torch.randint(
             0, len(train_ids) - length - 1, (settings.batch_size,), generator=gen
         )
@@ -283,6 +309,7 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="keep the causal runs of the existing checkpoint; retrain only the maskless ones",
     )
+    parser.add_argument("--eval-every", type=int, default=50, help="validation every N steps")
     parser.add_argument("--out", type=Path, default=CHECKPOINT)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -290,6 +317,7 @@ def main(argv: list[str] | None = None) -> None:
     settings = TrainSettings(steps=args.steps)
     report: dict[str, Any] = {
         "settings": asdict(settings),
+        "eval_every": args.eval_every,
         "maskless_steps": args.maskless_steps,
         "unigram": unigram_loss(train_ids, val_ids, tokenizer.vocab_size),
         "bigram": bigram_loss(train_ids, val_ids, tokenizer.vocab_size),
@@ -307,11 +335,20 @@ def main(argv: list[str] | None = None) -> None:
         for seed in range(args.seeds):
             start = time.perf_counter()
             steps = settings.steps if causal else args.maskless_steps
-            model, history = train_model(settings, seed=seed, steps=steps, causal=causal)
+            model, history = train_model(
+                settings, seed=seed, steps=steps, causal=causal, eval_every=args.eval_every
+            )
             run = _summary(model, history, val_ids, causal, time.perf_counter() - start)
-            if not causal:  # the same model scored honestly, with the mask back on
+            curve = smoothed(run["loss"])  # 25-step moving average of the training loss
+            if causal:
+                run["step_val_below_1.4"] = next(
+                    (e["step"] for e in history.evals if e["val"] < 1.4), None
+                )
+            else:  # the same model scored honestly, with the mask back on
                 run["val_masked"] = evaluate(model, val_ids)
                 run["val_last_masked"] = evaluate(model, val_ids, last_only=True)
+                run["step_smoothed_below_1"] = first_below(curve, 1.0)
+                run["step_smoothed_below_0.2"] = first_below(curve, 0.2)
             report["runs"][f"{kind}/{seed}"] = run
             print(
                 kind, seed, {k: v for k, v in run.items() if k not in ("loss", "evals")}, flush=True
