@@ -33,6 +33,23 @@ from mtlib.exercises.ch07 import (
     check_pre_ln_block,
 )
 from mtlib.exercises.ch08 import check_greedy_decode, check_label_smoothing_loss, check_shift_right
+from mtlib.exercises.ch09 import (
+    check_distillation_loss,
+    check_hf_attention_mask,
+    check_mlm_masking,
+)
+from mtlib.exercises.ch10 import check_causal_lm_loss, check_top_k_probs, check_top_p_probs
+from mtlib.exercises.ch11 import (
+    check_alpha_rollout,
+    check_attention_rollout,
+    check_patch_embedding,
+)
+from mtlib.exercises.ch12 import check_kv_cache_append, check_online_softmax
+from mtlib.exercises.ch13 import (
+    check_allreduce_mean,
+    check_ring_allreduce_bytes,
+    check_shard_indices,
+)
 
 __all__ = [
     "CheckFailed",
@@ -61,4 +78,18 @@ __all__ = [
     "check_greedy_decode",
     "check_label_smoothing_loss",
     "check_shift_right",
+    "check_distillation_loss",
+    "check_hf_attention_mask",
+    "check_mlm_masking",
+    "check_causal_lm_loss",
+    "check_top_k_probs",
+    "check_top_p_probs",
+    "check_alpha_rollout",
+    "check_attention_rollout",
+    "check_patch_embedding",
+    "check_kv_cache_append",
+    "check_online_softmax",
+    "check_allreduce_mean",
+    "check_ring_allreduce_bytes",
+    "check_shard_indices",
 ]
