@@ -1,7 +1,7 @@
 """Chapter 11's experiment: the checkpoint loads into the current code and reproduces its
 report, training retraces the script's curve, and the helpers do what they say.
 
-The full reproduction (``python -m mtlib.experiments.digits``, about half an hour on one busy
+The full reproduction (``python -m mtlib.experiments.digits``, about an hour on one busy
 CPU thread) is not run here.
 """
 
@@ -68,6 +68,12 @@ def test_checkpoint_reproduces_its_report(checkpoint, data):
     agreement = dg.explanation_agreement(vit, data)
     for name, value in report["runs"]["vit/0"]["agreement"].items():
         assert abs(agreement[name] - value) < 1e-3
+    shuffled = [
+        dg.accuracy(vit, dg.shuffle_patches(data.x_test, order, patch=2), data.y_test)
+        for order in dg.SHUFFLES
+    ]
+    for got, want in zip(shuffled, report["runs"]["vit/0"]["shuffled_accuracies"], strict=True):
+        assert abs(got - want) <= 1 / len(data.y_test)
     assert (
         min(report["runs"][f"vit/{s}"]["test_accuracy"] for s in dg.SEEDS) >= 0.97
     )  # the chapter's claim
@@ -115,3 +121,27 @@ def test_occlusion_and_correlation_helpers():
     r = dg.rowwise_correlation(a, torch.tensor([[2.0, 4.0, 6.0], [1.0, 2.0, 3.0]]))
     assert abs(r[0].item() - 1) < 1e-9 and torch.isnan(r[1])
     assert dg.grid_distances(3)[0, 8].item() == pytest.approx(8**0.5)
+
+
+def test_position_options_and_transform(data):
+    fixed = torch.randn(17, 64, generator=torch.Generator().manual_seed(1))
+    model = dg.make_model("vit", seed=0, pos_embed=fixed, freeze_pos=True)
+    assert torch.equal(model.pos_embed[0], fixed) and not model.pos_embed.requires_grad
+    assert dg.count_parameters(model) == 102_666 - 17 * 64
+    plain = dg.make_model("vit", seed=0)
+    assert plain.pos_embed.requires_grad  # the default is unchanged: learned, randomly initialised
+    with pytest.raises(ValueError, match="pos_embed must be"):
+        dg.make_model("vit", seed=0, pos_embed=torch.zeros(16, 64))
+    with pytest.raises(ValueError, match="kind 'vit' only"):
+        dg.make_model("cnn", seed=0, freeze_pos=True)
+    seen = []
+
+    def flip(images, generator):
+        seen.append(tuple(images.shape))
+        return images.flip(-1)
+
+    settings = dg.TrainSettings(steps=3, batch_size=7, warmup=1)
+    history = dg.train_classifier(dg.make_model("mlp", seed=0), data, settings, transform=flip)
+    assert seen == [(7, 1, 8, 8)] * 3 and len(history.loss) == 3
+    again = dg.train_classifier(dg.make_model("mlp", seed=0), data, settings)
+    assert history.loss != again.loss  # the transform was applied

@@ -12,13 +12,15 @@ experiments and not the plumbing:
 - :func:`position_similarity`: the learned position embeddings' cosine similarity against the
   distance between patches on the grid;
 - :func:`occlusion_importance`: how much blanking each patch lowers the true class's probability
-  (the perturbation baseline that attention rollout is checked against);
+  (the perturbation baseline that attention rollout is checked against), and
+  :func:`explanation_agreement`: rollout, attention, ink and gradient x input against it;
 - a checkpoint (:data:`CHECKPOINT`) written by this script and loaded by the chapter and a test.
 
-Run ``python -m mtlib.experiments.digits`` to train the ViT (3 seeds), the ViT without
-position embeddings, the CNN and the MLP (3 seeds each), the ViT and the CNN on growing subsets
-of the training set, and rewrite the checkpoint with that report (30 runs of about a minute
-each on one CPU thread).
+Run ``python -m mtlib.experiments.digits`` to train the ViT, the ViT without position
+embeddings, the CNN and the MLP (6 seeds each), the ViT and the CNN on growing subsets of the
+training set (3 seeds), and rewrite the checkpoint with that report (42 runs of one to two
+minutes each on one busy CPU thread; the runs are independent, so they can be spread over
+processes). ``--keep`` copies runs already in the checkpoint instead of retraining them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -62,10 +65,12 @@ __all__ = [
 ]
 
 CHECKPOINT = Path(str(resources.files("mtlib.experiments"))) / "digits_checkpoint.pt"
-SEEDS = (0, 1, 2)
+SEEDS = tuple(range(6))  # every model of the comparison is trained with these seeds
+SIZE_SEEDS = (0, 1, 2)  # the data-size curves (3 x 3 subsets x 2 models = 18 more runs)
 TRAIN_SIZES = (100, 300, 700, 1438)  # training images for the data-size curves
-#: the fixed order in which "break it" rearranges the 16 patches
-SHUFFLE = torch.randperm(16, generator=torch.Generator().manual_seed(0))
+#: the 20 fixed orders in which "break it" rearranges the 16 patches (seeds 0 to 19)
+SHUFFLES = [torch.randperm(16, generator=torch.Generator().manual_seed(k)) for k in range(20)]
+SHUFFLE = SHUFFLES[0]  # the first of them, the one the chapter draws
 
 
 def vit_config(**overrides: Any) -> ViTConfig:
@@ -154,15 +159,37 @@ class MLP(nn.Module):
         return self.net(x)
 
 
-def make_model(kind: str, *, seed: int) -> nn.Module:
+def make_model(
+    kind: str, *, seed: int, pos_embed: Tensor | None = None, freeze_pos: bool = False
+) -> nn.Module:
     """A freshly initialised model: ``"vit"``, ``"vit_nopos"`` (position embeddings zero and
-    frozen), ``"cnn"`` or ``"mlp"``."""
+    frozen), ``"cnn"`` or ``"mlp"``.
+
+    Args:
+        kind: which model.
+        seed: seeds the initialisation.
+        pos_embed: ViT only: initial position embeddings, (1 + N, d_model) or
+            (1, 1 + N, d_model), class token first (for example fixed 2-D sinusoids).
+        freeze_pos: ViT only: keep the position embeddings fixed during training.
+    """
     torch.manual_seed(seed)
+    if kind not in ("vit", "vit_nopos") and (pos_embed is not None or freeze_pos):
+        raise ValueError(f"pos_embed and freeze_pos apply to kind 'vit' only, got kind {kind!r}")
     if kind in ("vit", "vit_nopos"):
         model = ViT(vit_config())
         if kind == "vit_nopos":
+            if pos_embed is not None:
+                raise ValueError("kind 'vit_nopos' has zero position embeddings: drop pos_embed")
+            pos_embed, freeze_pos = torch.zeros_like(model.pos_embed), True
+        if pos_embed is not None:
+            if pos_embed.numel() != model.pos_embed.numel():
+                raise ValueError(
+                    f"pos_embed must be (1 + N, d_model) = {tuple(model.pos_embed.shape[1:])}, "
+                    f"got {tuple(pos_embed.shape)}"
+                )
             with torch.no_grad():
-                model.pos_embed.zero_()
+                model.pos_embed.copy_(pos_embed.reshape(model.pos_embed.shape))
+        if freeze_pos:
             model.pos_embed.requires_grad_(False)  # fit() trains only what requires grad
         return model
     if kind == "cnn":
@@ -194,13 +221,16 @@ def train_classifier(
     *,
     seed: int = 0,
     steps: int | None = None,
+    transform: Callable[[Tensor, torch.Generator], Tensor] | None = None,
 ) -> train.History:
     """Train ``model`` in place on ``data``'s training images with the chapter's recipe.
 
     Batches are drawn with replacement by a generator seeded by ``(seed, step)``, so a run is
     deterministic on a given machine. Test accuracy is evaluated at the end (``history.evals``).
     ``steps`` stops the run early (the learning-rate schedule stays the full run's): the first
-    ``steps`` steps of a full run, exactly.
+    ``steps`` steps of a full run, exactly. ``transform(images, generator)`` (data
+    augmentation) maps each batch of training images (B, 1, 8, 8) to new ones of the same
+    shape; it gets the batch's seeded generator, so an augmented run is deterministic too.
     """
     s = settings or TrainSettings()
     x, y = data.x_train, data.y_train
@@ -208,7 +238,8 @@ def train_classifier(
     def batches(step: int) -> tuple[Tensor, Tensor]:
         g = torch.Generator().manual_seed(seed * 1_000_003 + step)
         index = torch.randint(0, len(y), (s.batch_size,), generator=g)
-        return x[index], y[index]
+        images = x[index] if transform is None else transform(x[index], g)  # (B, 1, 8, 8)
+        return images, y[index]
 
     def loss_fn(m: nn.Module, batch: tuple[Tensor, Tensor]) -> Tensor:
         return F.cross_entropy(m(batch[0]), batch[1], label_smoothing=s.label_smoothing)
@@ -348,24 +379,66 @@ def rowwise_correlation(a: Tensor, b: Tensor) -> Tensor:
     return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))  # (B,)
 
 
-@torch.no_grad()
+def _inked_correlation(a: Tensor, b: Tensor, inked: Tensor, *, least: int = 4) -> float:
+    """Mean over rows of the correlation of ``a`` and ``b`` (B, N) restricted to the row's
+    ``inked`` (B, N) entries; rows with fewer than ``least`` of them are skipped."""
+    values = [
+        float(rowwise_correlation(a[i : i + 1, keep], b[i : i + 1, keep])[0])
+        for i, keep in enumerate(inked)
+        if int(keep.sum()) >= least
+    ]
+    result = torch.tensor(values)
+    return float(result[~result.isnan()].mean())
+
+
 def explanation_agreement(model: ViT, data: DigitsSplit) -> dict[str, float]:
-    """Mean per-image correlation, over the test set, between occlusion importance and: attention
-    rollout (class-token row), the last layer's class-token attention, and the ink per patch."""
+    """How well cheap explanations agree with occlusion (:func:`occlusion_importance`).
+
+    The scores per test image and patch are: attention rollout (class-token row), the last
+    layer's class-token attention (head mean), the ink in the patch, and gradient x input
+    (the gradient of the true class's log-probability times the pixels' distance to the
+    background, summed over the patch).
+
+    Returns:
+        ``rollout``, ``last_layer``, ``ink``, ``grad_input``: mean per-image Pearson
+        correlation with the occlusion drop over all 16 patches; ``*_inked``: the same over the
+        inked patches only (images with at least 4 of them); ``top1_*``: share of images whose
+        highest-scoring patch is occlusion's most important one; ``top1_chance``: the mean of
+        1 / (number of inked patches); ``blank_share``: share of (image, patch) pairs without
+        ink (blanking those changes nothing).
+    """
     model.eval()
     patch = model.config.patch_size
-    _, attentions = model.forward_features(data.x_test, return_attentions=True)
+    with torch.no_grad():
+        _, attentions = model.forward_features(data.x_test, return_attentions=True)
+        drop = occlusion_importance(
+            model, data.x_test, data.y_test, patch=patch, fill=data.background
+        )
     rollout = attention_rollout(attentions)[:, 0, 1:]  # (B, N): class token <- patches
     last = attentions[-1].mean(1)[:, 0, 1:]  # (B, N)
     pixels = data.x_test - data.background  # ink: 0 on blank pixels
     b, c, size, _ = pixels.shape
     side = size // patch
-    ink = pixels.reshape(b, c, side, patch, side, patch).sum((1, 3, 5)).reshape(b, -1)  # (B, N)
-    drop = occlusion_importance(model, data.x_test, data.y_test, patch=patch, fill=data.background)
-    return {
-        name: float(rowwise_correlation(drop, score).nanmean())
-        for name, score in (("rollout", rollout), ("last_layer", last), ("ink", ink))
-    }
+
+    def per_patch(values: Tensor) -> Tensor:  # (B, C, S, S) -> (B, N), summed over each patch
+        return values.reshape(b, c, side, patch, side, patch).sum((1, 3, 5)).reshape(b, -1)
+
+    ink = per_patch(pixels)  # (B, N)
+    x = data.x_test.clone().requires_grad_(True)
+    model(x).log_softmax(-1).gather(1, data.y_test[:, None]).sum().backward()
+    assert x.grad is not None
+    grad_input = per_patch(x.grad * pixels).detach()  # (B, N)
+    inked = ink > 1e-4  # (B, N)
+    scores = {"rollout": rollout, "last_layer": last, "ink": ink, "grad_input": grad_input}
+    result = {name: float(rowwise_correlation(drop, s).nanmean()) for name, s in scores.items()}
+    for name, s in scores.items():
+        result[f"{name}_inked"] = _inked_correlation(drop, s, inked)
+    top = drop.argmax(-1)  # (B,)
+    for name in ("rollout", "ink", "grad_input"):
+        result[f"top1_{name}"] = float((scores[name].argmax(-1) == top).float().mean())
+    result["top1_chance"] = float((1 / inked.sum(-1).float()).mean())
+    result["blank_share"] = float((~inked).float().mean())
+    return result
 
 
 # --------------------------------------------------------------------------------------------
@@ -397,7 +470,18 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=CHECKPOINT)
     parser.add_argument("--steps", type=int, default=TrainSettings().steps)
+    parser.add_argument(
+        "--keep",
+        default="",
+        help="comma-separated kinds (vit, vit_nopos, cnn, mlp, sizes) whose runs are copied from "
+        "the existing checkpoint instead of retrained, where it has them (same settings)",
+    )
     args = parser.parse_args(argv)
+    keep_kinds = {k for k in args.keep.split(",") if k}
+    old: dict[str, Any] = {"runs": {}, "sizes": {}}
+    old_models: dict[str, nn.Module] = {}
+    if keep_kinds and args.out.exists():
+        old_models, old = load_checkpoint(args.out)
     torch.set_num_threads(1)
     settings = replace(TrainSettings(), steps=args.steps, warmup=max(1, args.steps // 10))
     data = digits_split()
@@ -407,6 +491,14 @@ def main(argv: list[str] | None = None) -> None:
     for kind in ("vit", "vit_nopos", "cnn", "mlp"):
         accs = []
         for seed in SEEDS:
+            kept = kind in keep_kinds and f"{kind}/{seed}" in old["runs"]
+            if kept and (seed != 0 or kind in old_models or kind not in ("vit", "vit_nopos")):
+                report["runs"][f"{kind}/{seed}"] = old["runs"][f"{kind}/{seed}"]
+                if seed == 0 and kind in old_models:
+                    keep[kind] = old_models[kind]
+                accs.append(old["runs"][f"{kind}/{seed}"]["test_accuracy"])
+                print(f"{kind} seed {seed}: kept from the checkpoint", flush=True)
+                continue
             start = time.perf_counter()
             model = make_model(kind, seed=seed)
             history = train_classifier(model, data, settings, seed=seed)
@@ -417,8 +509,11 @@ def main(argv: list[str] | None = None) -> None:
                 "seconds": time.perf_counter() - start,
             }
             if isinstance(model, ViT):
-                shuffled = shuffle_patches(data.x_test, SHUFFLE, patch=2)
-                run["shuffled_accuracy"] = accuracy(model, shuffled, data.y_test)
+                run["shuffled_accuracies"] = [
+                    accuracy(model, shuffle_patches(data.x_test, order, patch=2), data.y_test)
+                    for order in SHUFFLES
+                ]
+                run["shuffled_accuracy"] = run["shuffled_accuracies"][0]
                 if kind == "vit":
                     run["pos_embed"] = model.pos_embed[0].tolist()  # (1 + N, d_model)
                     run["position_correlation"] = similarity_distance_correlation(model)
@@ -434,13 +529,16 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{kind}: {_summary(accs)}", flush=True)
     for kind in ("vit", "cnn"):
         for n in TRAIN_SIZES[:-1]:
-            for seed in SEEDS:
+            for seed in SIZE_SEEDS:
+                if "sizes" in keep_kinds and f"{kind}/{n}/{seed}" in old["sizes"]:
+                    report["sizes"][f"{kind}/{n}/{seed}"] = old["sizes"][f"{kind}/{n}/{seed}"]
+                    continue
                 model = make_model(kind, seed=seed)
                 history = train_classifier(model, data.subset(n, seed=seed), settings, seed=seed)
                 acc = history.last_eval()["test_accuracy"]
                 report["sizes"][f"{kind}/{n}/{seed}"] = acc
                 print(f"{kind} on {n} images, seed {seed}: test {acc:.4f}", flush=True)
-        for seed in SEEDS:  # the full training set: the runs above
+        for seed in SIZE_SEEDS:  # the full training set: the runs above
             report["sizes"][f"{kind}/{TRAIN_SIZES[-1]}/{seed}"] = report["runs"][f"{kind}/{seed}"][
                 "test_accuracy"
             ]
