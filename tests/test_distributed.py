@@ -166,7 +166,7 @@ def test_reference_run_uses_its_seed_for_the_model_and_the_data():
 
 @pytest.fixture(scope="module")
 def standalone() -> dict:
-    return exp.launch("grads,ddp,zero,fsdp", steps=STEPS, short_steps=STEPS, timeout_s=TIMEOUT)
+    return exp.launch("grads,ddp,zero,fsdp,wire", steps=STEPS, short_steps=STEPS, timeout_s=TIMEOUT)
 
 
 @pytest.fixture(scope="module")
@@ -210,3 +210,57 @@ def test_two_nodes_on_localhost_give_the_same_losses(standalone):
     assert "--node_rank=1" in report["commands"][1] and "127.0.0.1" in report["commands"][1]
     two_nodes, one_node = report["runs"]["ddp"]["loss"], standalone["runs"]["ddp"]["loss"]
     assert max(abs(a - b) for a, b in zip(two_nodes, one_node, strict=True)) < 1e-6
+
+
+def test_bytes_on_the_wire_match_the_ring_formula(standalone):
+    wire = standalone["runs"]["wire"]
+    assert wire["numbers"] == 62784 and list(wire["sent_per_allreduce"]) == ["2"]
+    ring = 2 * (2 - 1) / 2 * 8 * wire["numbers"]  # bytes per worker, float64
+    assert 0.98 <= wire["sent_per_allreduce"]["2"] / 2 / ring <= 1.1  # + TCP/IP headers
+
+
+def test_fsdp_does_not_broadcast_differently_seeded_models(standalone):
+    fsdp = standalone["runs"]["fsdp"]
+    assert fsdp["seed_rank_tensors"] == 36  # GPT's parameters, the tied embedding once
+    assert 0 < fsdp["seed_rank_differ"] < 36 and fsdp["seed_rank_max_gap"] > 0.01
+
+
+def test_loopback_counter_and_uneven_shares():
+    assert exp.loopback_tx_bytes() >= 0  # Linux's /proc/net/dev has an "lo" line
+    assert exp._uneven_sizes(2) == [12, 4] and exp._uneven_sizes(4) == [5, 5, 4, 2]
+    assert sum(exp._uneven_sizes(3)) == exp.GLOBAL_BATCH
+
+
+def test_worker_options_uneven_weighted_small_buckets():
+    options = ("--uneven-sampler", "--weight-loss", "--bucket-cap-mb", "0.05", "--n-layer", "3")
+    report = exp.launch("ddp", steps=5, dtype="float64", options=options, timeout_s=TIMEOUT)
+    ddp = report["runs"]["ddp"]
+    assert ddp["buckets_per_step"] > 2 and sum(ddp["bucket_bytes"]) == 8 * ddp["params_total"]
+    assert ddp["params_total"] == GPT(exp.model_config(3)).num_parameters()
+    data = exp.dataset()
+    exp.du.seed_all(0)
+    model = GPT(exp.model_config(3)).double()
+    torch.set_num_threads(1)
+    history = exp.train.fit(
+        model, exp.loss_fn, lambda s: exp.global_batch(data, s), steps=5, lr=exp.LR, seed=0
+    )
+    # shares 12 and 4, each loss weighted by N n_r / B: the global batch's gradient again
+    assert max(abs(a - b) for a, b in zip(ddp["loss"], history.loss, strict=True)) < 1e-10
+
+
+def test_minimal_ddp_script_trains(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+               "-m", "mtlib.experiments.ddp_minimal"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    losses = [
+        float(line.split()[-1]) for line in done.stdout.splitlines() if line.startswith("epoch")
+    ]
+    assert len(losses) == 2 and losses[1] < 3.6  # from about 4.5 at step 0

@@ -56,6 +56,10 @@ def drop_last_ignored(n, rank, world_size, drop_last):
     return good_shards(n, rank, world_size, False)
 
 
+def truncated(n, rank, world_size, drop_last):  # cut to n // world_size also without drop_last
+    return list(range(n - n % world_size))[rank::world_size]
+
+
 def test_shard_indices_correct_answers_pass(capsys):
     for fn in (good_shards, good_shards_arithmetic, good_shards_sampler):
         exercises.check_shard_indices(fn)
@@ -69,6 +73,8 @@ def test_shard_indices_correct_answers_pass(capsys):
         (unpadded, "the same number of samples"),
         (padded_with_last, "repeating the START"),
         (drop_last_ignored, "the tail is dropped"),
+        (truncated, "without drop_last nothing is cut: pad"),
+        (lambda n, r, w, d: truncated(n, r, w, d)[:1], "your shard is too short"),
         (lambda n, r, w, d: torch.arange(r, n, w).float(), "expected a list of ints"),
         (lambda n, r, w, d: list(range(n)), "expected [1, 5, 9], got"),
     ],
@@ -160,10 +166,16 @@ def bytes_without_fraction(model, world_size, bytes_per_number):
     return 2 * numbers * bytes_per_number
 
 
+def bytes_with_buffers(model, world_size, bytes_per_number):
+    numbers = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    numbers += sum(b.numel() for b in model.buffers())  # BatchNorm's running statistics too
+    return 2 * (world_size - 1) / world_size * numbers * bytes_per_number
+
+
 def test_ring_bytes_correct_answers_pass(capsys):
     exercises.check_ring_allreduce_bytes(good_bytes)
     exercises.check_ring_allreduce_bytes(good_bytes_by_chunks)
-    assert capsys.readouterr().out.count("check_ring_allreduce_bytes: all 4 cases passed.") == 2
+    assert capsys.readouterr().out.count("check_ring_allreduce_bytes: all 5 cases passed.") == 2
 
 
 @pytest.mark.parametrize(
@@ -171,6 +183,7 @@ def test_ring_bytes_correct_answers_pass(capsys):
     [
         (bytes_tied_twice, "count it once"),
         (bytes_with_frozen, "frozen parameters"),
+        (bytes_with_buffers, "running mean and variance) have no gradient"),
         (bytes_without_two, "a reduce-scatter AND an all-gather"),
         (bytes_without_fraction, "not 2"),
         (lambda m, w, b: "1024", "expected a number of bytes"),

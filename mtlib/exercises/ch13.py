@@ -55,6 +55,11 @@ def _ignore_drop_last(n: int, rank: int, world_size: int, drop_last: bool) -> li
     return shard_indices(n, rank, world_size)
 
 
+def _truncated(n: int, rank: int, world_size: int, drop_last: bool) -> list[int]:
+    """Always cut to n // world_size per rank (drop_last's rule, also without drop_last)."""
+    return shard_indices(n, rank, world_size, drop_last=True)
+
+
 def check_shard_indices(fn: Callable[[int, int, int, bool], Any]) -> None:
     """Check ``fn(n, rank, world_size, drop_last)``: the list of indices of a dataset of length
     ``n`` that rank ``rank`` reads, as ``DistributedSampler(shuffle=False)`` gives them.
@@ -65,7 +70,7 @@ def check_shard_indices(fn: Callable[[int, int, int, bool], Any]) -> None:
     ``world_size``-th index starting at ``r``.
 
     Recognised mistakes: contiguous blocks per rank, no padding (unequal shares), padding with
-    the last index, ``drop_last`` ignored.
+    the last index, ``drop_last`` ignored, the tail cut also without ``drop_last``.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -91,6 +96,8 @@ def check_shard_indices(fn: Callable[[int, int, int, bool], Any]) -> None:
             _pad_with_last
         ),
         "with drop_last=True the tail is dropped instead of padded": _ignore_drop_last,
+        "without drop_last nothing is cut: pad the order by repeating its start (0, 1, ...) "
+        "until every rank has ceil(n / world_size) indices": _truncated,
     }
     for number, (description, args, hint) in enumerate(cases, start=1):
         where = f"case {number} of {len(cases)} ({description})"
@@ -107,6 +114,8 @@ def check_shard_indices(fn: Callable[[int, int, int, bool], Any]) -> None:
             wrong = mistake(*args)
             if wrong != expected and list(got) == wrong:
                 raise _fail(checker, where, "your output equals a known mistake", mistake_hint)
+        if len(got) < len(expected) and list(got) == expected[: len(got)]:
+            hint = "your shard is too short: every rank reads ceil(n / world_size) indices; pad"
         raise _fail(checker, where, f"expected {expected}, got {list(got)}"[:300], hint)
     print(f"{checker}: all {len(cases)} cases passed.")
 
@@ -184,13 +193,19 @@ def _frozen_model() -> nn.Module:
     return model
 
 
+def _batchnorm_model() -> nn.Module:
+    return nn.Sequential(nn.Linear(5, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))  # 2 buffers + 1
+
+
 def _ring_bytes(
     model: nn.Module, world_size: int, bytes_per_number: int, *, variant: str = ""
 ) -> float:
     params = list(model.parameters()) if variant != "tied_twice" else [
         t for _, t in model.named_parameters(remove_duplicate=False)
     ]  # fmt: skip
-    count = sum(p.numel() for p in params if p.requires_grad or variant == "frozen")
+    if variant == "buffers":  # the state_dict: parameters and buffers (running statistics)
+        params = [t for t in model.state_dict().values()]
+    count = sum(p.numel() for p in params if p.requires_grad or variant in ("frozen", "buffers"))
     factor = {"": 2 * (world_size - 1) / world_size, "no_two": (world_size - 1) / world_size,
               "no_fraction": 2.0}.get(variant, 2 * (world_size - 1) / world_size)  # fmt: skip
     return factor * count * bytes_per_number
@@ -205,8 +220,9 @@ def check_ring_allreduce_bytes(fn: Callable[[nn.Module, int, int], Any]) -> None
     numbers per worker. P counts the gradients: parameters that require grad, a tied (shared)
     parameter once.
 
-    Recognised mistakes: counting a tied weight twice, counting frozen parameters, leaving out
-    the factor 2 (only the reduce-scatter), leaving out (N - 1) / N.
+    Recognised mistakes: counting a tied weight twice, counting frozen parameters, counting
+    buffers (BatchNorm's running statistics), leaving out the factor 2 (only the
+    reduce-scatter), leaving out (N - 1) / N.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -220,10 +236,14 @@ def check_ring_allreduce_bytes(fn: Callable[[nn.Module, int, int], Any]) -> None
         ("a frozen first layer, 3 workers, float32", (_frozen_model(), 3, 4),
          "only parameters with requires_grad have gradients to all-reduce"),
         ("one worker", (nn.Linear(4, 3), 1, 4), "with one worker nothing is sent"),
+        ("BatchNorm between two layers, 2 workers, float32", (_batchnorm_model(), 2, 4),
+         "count gradients: model.parameters(), not the state_dict"),
     ]  # fmt: skip
     mistakes = {
         "tied_twice": "a tied weight is one parameter: count it once (model.parameters() does)",
         "frozen": "frozen parameters (requires_grad=False) have no gradient to send",
+        "buffers": "buffers (BatchNorm's running mean and variance) have no gradient: they are "
+        "not all-reduced (DDP broadcasts them from rank 0 at each forward instead)",
         "no_two": "a ring all-reduce is a reduce-scatter AND an all-gather: the factor is 2 (N - 1) / N",
         "no_fraction": "each of the 2 (N - 1) steps sends one chunk of P / N numbers: the factor is 2 (N - 1) / N, not 2",
     }  # fmt: skip

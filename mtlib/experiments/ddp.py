@@ -22,7 +22,17 @@ i.e. the loss of the global batch) and what the run measured. The runs (``--runs
 - ``zero``: ``ZeroRedundancyOptimizer``: each rank keeps the AdamW state of its part of the
   parameters only; the optimizer state per rank is measured.
 - ``fsdp``: FSDP2's ``fully_shard`` (each block, then the root): parameters, gradients and
-  optimizer state sharded; the parameters and state per rank are measured.
+  optimizer state sharded; the parameters and state per rank are measured. Also a control:
+  ``fully_shard`` on models seeded ``seed + rank`` does not broadcast (unlike DDP), so the
+  gathered parameters are a patchwork of the ranks' initialisations.
+- ``wire``: the bytes all-reduce actually *sends*, read from the loopback interface's counters
+  (``/proc/net/dev``, Linux) around repeated all-reduces of a buffer of the gradients' size,
+  for groups of 2, 3, ... world_size ranks (not the buffer size a hook sees).
+
+Options for the chapter's open exercises: ``--n-layer`` (a deeper GPT), ``--bucket-cap-mb``
+(DDP's bucket size), ``--uneven-sampler`` (the last rank reads half a share of every global
+batch) and ``--weight-loss`` (each rank's loss weighted by N n_r / B, n_r its share of the
+global batch B).
 
 ``--dtype float64`` trains in double precision (the chapter's choice, so that float32 rounding,
 which training amplifies from step to step, cannot hide or fake a difference); the default is
@@ -47,6 +57,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +74,7 @@ __all__ = [
     "LR",
     "RUNS",
     "dataset",
+    "loopback_tx_bytes",
     "global_batch",
     "launch",
     "loss_fn",
@@ -83,12 +95,29 @@ RUNS = (
     "control_init_seed",
     "zero",
     "fsdp",
+    "wire",
 )
 
 
-def model_config() -> GPTConfig:
+def model_config(n_layer: int = 2) -> GPTConfig:
     """A 2-layer GPT (d_model 48): small enough for hundreds of steps in a few seconds."""
-    return GPTConfig.tiny(n_layer=2, d_model=48, num_heads=4, d_ff=192, block_size=SEQ_LEN)
+    return GPTConfig.tiny(n_layer=n_layer, d_model=48, num_heads=4, d_ff=192, block_size=SEQ_LEN)
+
+
+def loopback_tx_bytes() -> int:
+    """Bytes sent so far through the loopback interface ``lo`` (Linux's ``/proc/net/dev``).
+
+    Raises:
+        RuntimeError: if the counters are not available (not Linux, or no ``lo`` line).
+    """
+    path = Path("/proc/net/dev")
+    if not path.exists():
+        raise RuntimeError("/proc/net/dev is missing: the 'wire' run needs Linux's counters")
+    for line in path.read_text().splitlines():
+        name, _, counters = line.partition(":")
+        if name.strip() == "lo":
+            return int(counters.split()[8])  # receive: 8 fields, then transmit bytes
+    raise RuntimeError("/proc/net/dev has no 'lo' line: the loopback counters are unavailable")
 
 
 def dataset() -> Tensor:
@@ -141,12 +170,42 @@ def state_numel(optimizer: torch.optim.Optimizer) -> int:
     return total
 
 
+@dataclass(frozen=True)
+class _Options:
+    """The worker's options for the open exercises (see the module docstring)."""
+
+    n_layer: int = 2  # GPT depth
+    bucket_cap_mb: float | None = None  # DDP's bucket size; None: DDP's default (25 MB)
+    uneven_sampler: bool = False  # the last rank reads half a share of each global batch
+    weight_loss: bool = False  # each rank's loss times N n_r / B
+
+
 def _local_numel(module: nn.Module) -> int:
     return sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in module.parameters())
 
 
-def _rank_batches(data: Tensor, run: str, env: du.DistEnv, seed: int) -> Callable[[int], Tensor]:
+def _uneven_sizes(world_size: int) -> list[int]:
+    """Shares of a global batch when the last rank reads half a share: (12, 4) for 2 ranks."""
+    last = GLOBAL_BATCH // world_size // 2
+    rest = GLOBAL_BATCH - last
+    return [
+        rest // (world_size - 1) + (r < rest % (world_size - 1)) for r in range(world_size - 1)
+    ] + [last]
+
+
+def _rank_batches(
+    data: Tensor, run: str, env: du.DistEnv, seed: int, uneven: bool = False
+) -> Callable[[int], Tensor]:
     """step -> this rank's local batch, through PyTorch's DistributedSampler (or a bug)."""
+    if uneven:  # a sampler that does not pad: rank r reads sizes[r] of each global batch
+        sizes = _uneven_sizes(env.world_size)
+        first = sum(sizes[: env.rank])
+
+        def uneven_batches(step: int) -> Tensor:
+            whole = global_batch(data, step, seed=seed)  # (B, T + 1)
+            return whole[first : first + sizes[env.rank]]  # (n_r, T + 1)
+
+        return uneven_batches
     local = GLOBAL_BATCH // env.world_size
     sampler_seed = seed + env.rank if run == "break_sampler_seed" else seed
     sampler: torch.utils.data.DistributedSampler[int] = torch.utils.data.DistributedSampler(
@@ -265,16 +324,81 @@ def _check_grads(
     return report
 
 
+def _wire(env: du.DistEnv, numbers: int, repeats: int = 40) -> dict[str, Any]:
+    """Loopback bytes sent per all-reduce of ``numbers`` float64 values, for groups of the
+    first 2, 3, ... world_size ranks (the fewest of 3 timings of ``repeats`` all-reduces, so
+    that a burst of other loopback traffic does not count)."""
+    report: dict[str, Any] = {"run": "wire", "numbers": numbers, "bytes_per_number": 8}
+    sent: dict[str, float] = {}
+    for size in range(2, env.world_size + 1):
+        group = dist.new_group(list(range(size)))
+        buffer = torch.ones(numbers, dtype=torch.float64, device=env.device)
+        member = env.rank < size
+        if member:
+            dist.all_reduce(buffer, group=group)  # connections are set up on first use
+        best = float("inf")
+        for _ in range(3):
+            dist.barrier()
+            before = loopback_tx_bytes()
+            dist.barrier()
+            if member:
+                for _ in range(repeats):
+                    dist.all_reduce(buffer, group=group)
+            dist.barrier()
+            best = min(best, (loopback_tx_bytes() - before) / repeats)
+        sent[str(size)] = best  # all members together, per all-reduce
+    report["sent_per_allreduce"] = sent
+    return report
+
+
+def _fsdp_seed_control(env: du.DistEnv, seed: int, dtype: torch.dtype) -> dict[str, Any]:
+    """FSDP2 on models seeded seed + rank: how many gathered tensors differ from rank 0's."""
+    from torch.distributed.fsdp import fully_shard
+
+    du.seed_all(seed)
+    reference = GPT(model_config()).to(env.device, dtype)  # what rank 0's seed builds
+    du.seed_all(seed + env.rank)
+    model = GPT(model_config()).to(env.device, dtype)
+    for block in model.h:
+        fully_shard(block)
+    fully_shard(model)
+    gaps = [
+        (p.full_tensor() - q).abs().max().item()  # type: ignore[attr-defined]
+        for p, q in zip(model.parameters(), reference.parameters(), strict=True)
+    ]
+    return {"seed_rank_tensors": len(gaps), "seed_rank_differ": sum(g > 0 for g in gaps),
+            "seed_rank_max_gap": max(gaps)}  # fmt: skip
+
+
 def _run(
-    run: str, data: Tensor, env: du.DistEnv, steps: int, seed: int, dtype: torch.dtype
+    run: str,
+    data: Tensor,
+    env: du.DistEnv,
+    steps: int,
+    seed: int,
+    dtype: torch.dtype,
+    options: _Options = _Options(),
 ) -> dict[str, Any]:
     du.seed_all(seed + env.rank if run == "control_init_seed" else seed)
-    model = GPT(model_config()).to(env.device, dtype)
-    batches = _rank_batches(data, run, env, seed)
+    model = GPT(model_config(options.n_layer)).to(env.device, dtype)
+    uneven = options.uneven_sampler and run == "ddp"
+    batches = _rank_batches(data, run, env, seed, uneven)
+    share = _uneven_sizes(env.world_size)[env.rank] if uneven else GLOBAL_BATCH // env.world_size
+    raw: list[float] = []  # this rank's unweighted loss per step
+
+    def rank_loss(module: nn.Module, batch: Tensor) -> Tensor:
+        loss = loss_fn(module, batch)
+        raw.append(loss.item())
+        if options.weight_loss:
+            return loss * (env.world_size * share / GLOBAL_BATCH)  # N n_r / B
+        return loss
+
     report: dict[str, Any] = {"run": run, "steps": steps}
     if run == "fsdp":
         from torch.distributed.fsdp import fully_shard
 
+        report.update(_fsdp_seed_control(env, seed, dtype))
+        du.seed_all(seed)
         total = sum(p.numel() for p in model.parameters())
         for block in model.h:
             fully_shard(block)
@@ -285,7 +409,9 @@ def _run(
         )
         report.update(params_total=total, params_local=_local_numel(model))
     else:
-        ddp = nn.parallel.DistributedDataParallel(model, device_ids=_device_ids(env))
+        ddp = nn.parallel.DistributedDataParallel(
+            model, device_ids=_device_ids(env), bucket_cap_mb=options.bucket_cap_mb
+        )  # bucket_cap_mb None: DDP's default, 25 MB
         wrapped = ddp
         optimizer = torch.optim.AdamW(
             ddp.parameters(), lr=LR, betas=(0.9, 0.98), weight_decay=0.0, fused=True
@@ -302,18 +428,22 @@ def _run(
             ddp.register_comm_hook(counter, _counting_hook)
         report["params_total"] = sum(p.numel() for p in model.parameters())
     start = time.perf_counter()
-    history = train.fit(wrapped, loss_fn, batches, steps=steps, optimizer=optimizer, seed=seed)
+    train.fit(wrapped, rank_loss, batches, steps=steps, optimizer=optimizer, seed=seed)
     report["train_s"] = time.perf_counter() - start
-    losses = torch.tensor(history.loss, dtype=torch.float64, device=env.device)  # (steps,)
+    losses = torch.tensor(raw, dtype=torch.float64, device=env.device)  # (steps,)
+    losses = losses * (share / GLOBAL_BATCH)  # n_r / B: the global batch's mean loss
     dist.all_reduce(losses)
-    report["loss"] = (losses / env.world_size).cpu().tolist()  # the global batch's loss per step
+    report["loss"] = losses.cpu().tolist()  # the global batch's loss per step
     state_local = torch.tensor([state_numel(optimizer)], device=env.device)
     states = [torch.zeros_like(state_local) for _ in range(env.world_size)]
     dist.all_gather(states, state_local)
     report["state_per_rank"] = [int(s.item()) for s in states]
-    if run == "ddp":
-        report["allreduce_bytes_per_step"] = sum(counter) // steps
-        report["buckets_per_step"] = len(counter) // steps
+    if run == "ddp":  # one more backward, after DDP rebuilt its buckets (it does after step 0)
+        counter.clear()
+        loss_fn(ddp, batches(0)).backward()
+        report["allreduce_bytes_per_step"] = sum(counter)
+        report["buckets_per_step"] = len(counter)
+        report["bucket_bytes"] = list(counter)
         report.update(_timings(ddp, batches(0), reps=9))
     return report
 
@@ -334,6 +464,7 @@ def launch(
     short_steps: int = 40,
     seed: int = 0,
     dtype: str = "float32",
+    options: tuple[str, ...] = (),
     timeout_s: float = 600.0,
 ) -> dict[str, Any]:
     """Run this module under ``torchrun`` in subprocesses and return rank 0's report.
@@ -341,6 +472,7 @@ def launch(
     With ``nodes=1``: one ``torchrun --standalone --nproc_per_node=N``. With ``nodes > 1``: one
     ``torchrun --nnodes=nodes --node_rank=i`` per simulated node, all started at once and
     meeting at ``127.0.0.1`` on a free port (a static rendezvous), as separate machines would.
+    ``options`` are passed on to the worker, e.g. ``("--n-layer", "6", "--bucket-cap-mb", "0.05")``.
     Only localhost is used. The launchers' own output (c10d's warnings among it) is captured
     and shown only if a launch fails. Workers run with ``OMP_NUM_THREADS=1``.
 
@@ -356,7 +488,7 @@ def launch(
         out = Path(tmp) / "report.json"
         worker = ["-m", "mtlib.experiments.ddp", "--out", str(out), "--runs", runs,
                   "--steps", str(steps), "--short-steps", str(short_steps), "--seed", str(seed),
-                  "--dtype", dtype]  # fmt: skip
+                  "--dtype", dtype, *options]  # fmt: skip
         if nodes == 1:
             launchers = [["--standalone", f"--nproc_per_node={nproc_per_node}"]]
         else:
@@ -393,7 +525,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--short-steps", type=int, default=40, help="steps of the other runs")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    parser.add_argument("--n-layer", type=int, default=2, help="GPT depth (exercise 5)")
+    parser.add_argument("--bucket-cap-mb", type=float, default=None,
+                        help="DDP's bucket size in MB (default: DDP's 25; exercise 5)")  # fmt: skip
+    parser.add_argument("--uneven-sampler", action="store_true",
+                        help="'ddp' run: the last rank reads half a share (exercise 4)")  # fmt: skip
+    parser.add_argument("--weight-loss", action="store_true",
+                        help="weight each rank's loss by N n_r / B (exercise 4)")  # fmt: skip
     args = parser.parse_args(argv)
+    options = _Options(args.n_layer, args.bucket_cap_mb, args.uneven_sampler, args.weight_loss)
     runs = args.runs.split(",")
     dtype = getattr(torch, args.dtype)
     unknown = sorted(set(runs) - set(RUNS))
@@ -412,8 +552,12 @@ def main(argv: list[str] | None = None) -> None:
             checkpoint = args.out.with_suffix(".ckpt.pt")
             reports.append(_check_grads(data, env, args.seed, checkpoint, dtype))
             continue
+        if run == "wire":
+            numbers = sum(p.numel() for p in GPT(model_config(args.n_layer)).parameters())
+            reports.append(_wire(env, numbers))
+            continue
         steps = args.steps if run == "ddp" else args.short_steps
-        reports.append(_run(run, data, env, steps, args.seed, dtype))
+        reports.append(_run(run, data, env, steps, args.seed, dtype, options))
     if du.is_main():
         report = {"world_size": env.world_size, "backend": env.backend, "setup_s": setup_s,
                   "dtype": args.dtype,
