@@ -43,6 +43,12 @@ def last_max(m_a, l_a, acc_a, m_b, l_b, acc_b):
     return m_b, l_a * a + l_b, acc_a * a + acc_b
 
 
+def first_only(m_a, l_a, acc_a, m_b, l_b, acc_b):  # assumes block b brings the new maximum
+    m = torch.maximum(m_a, m_b)
+    a = torch.exp(m_a - m)
+    return m, l_a * a + l_b, acc_a * a + acc_b
+
+
 def normalised(m_a, l_a, acc_a, m_b, l_b, acc_b):  # returns acc / l instead of the state
     m, length, acc = good_merge(m_a, l_a, acc_a, m_b, l_b, acc_b)
     return m, length, acc / length
@@ -61,6 +67,7 @@ def test_online_softmax_correct_answers_pass(capsys):
         (flipped, "not exp(m - m_block)"),
         (acc_only, "l needs the same rescale as acc"),
         (last_max, "m must be the larger of the two maxima"),
+        (first_only, "rescale the second block too"),
         (normalised, "values differ"),
         (lambda *s: s[0], "return a tuple of three tensors"),
     ],
@@ -140,6 +147,10 @@ def append_no_copy(buffer, length, new):
     return buffer
 
 
+def append_returns_view(buffer, length, new):  # returns the filled part: no room left next time
+    return good_append(buffer, length, new)[:, :, : length + new.shape[2]]
+
+
 def append_one_late(buffer, length, new):
     return good_append(buffer, length + 1, new)
 
@@ -158,6 +169,7 @@ def test_kv_cache_append_correct_answers_pass(capsys):
         (append_fixed_growth, "grow geometrically"),
         (append_no_copy, "copy the old positions into it first"),
         (append_one_late, "the new keys are not at positions [length, length + T_new)"),
+        (append_returns_view, "return the whole buffer, not its filled part"),
         (lambda b, n, x: x.tolist(), "expected the buffer (a torch.Tensor)"),
     ],
 )

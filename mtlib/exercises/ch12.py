@@ -56,6 +56,8 @@ def _merge(
         a, b = torch.exp(safe - m_a), torch.exp(safe - m_b)
     if rule == "no_rescale":
         a, b = torch.ones_like(a), torch.ones_like(b)
+    if rule == "first_only":  # assumes the second block always brings the larger maximum
+        b = torch.ones_like(b)
     l_scale = (torch.ones_like(a), torch.ones_like(b)) if rule == "acc_only" else (a, b)
     length = l_a * l_scale[0] + l_b * l_scale[1]
     acc = acc_a * a + acc_b * b
@@ -103,7 +105,7 @@ def check_online_softmax(fn: Callable[..., Any]) -> None:
     Then ``acc / l`` is the exact softmax-weighted average.
 
     Recognised mistakes: adding without rescaling, the rescale factor inverted, rescaling
-    ``acc`` but not ``l``, keeping the second block's maximum.
+    ``acc`` but not ``l``, keeping the second block's maximum, rescaling only the first block.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -144,6 +146,10 @@ def check_online_softmax(fn: Callable[..., Any]) -> None:
             ),
             "m must be the larger of the two maxima (the second block's can be smaller, and "
             "exp(m_a - m_b) may then overflow)": lambda *s: _merge(*s, rule="last_max"),
+            "rescale the second block too: its maximum can be smaller than the first block's, "
+            "and then its l and acc need exp(m_b - m) < 1": lambda *s: _merge(
+                *s, rule="first_only"
+            ),
         },
     )
 
@@ -164,7 +170,8 @@ def check_kv_cache_append(fn: Callable[[torch.Tensor, int, torch.Tensor], torch.
     buffers allocated, which must stay logarithmic in the length.
 
     Recognised mistakes: writing at the wrong offset, forgetting to copy the old keys into a
-    new buffer, growing by a fixed amount (or by ``torch.cat``, one new buffer per step).
+    new buffer, growing by a fixed amount (or by ``torch.cat``, one new buffer per step),
+    returning only the filled part of the buffer.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing step and what was wrong.
@@ -202,6 +209,14 @@ def check_kv_cache_append(fn: Callable[[torch.Tensor, int, torch.Tensor], torch.
                 name,
                 where,
                 f"the buffer holds {out.shape[2]} positions but the cache now has {length}",
+            )
+        if out.data_ptr() == buffer.data_ptr() and out.shape[2] < buffer.shape[2]:
+            raise _fail(
+                name,
+                where,
+                f"you returned {out.shape[2]} of the buffer's {buffer.shape[2]} positions",
+                "return the whole buffer, not its filled part: the spare room after the cached "
+                "positions is where the next steps write",
             )
         held = out[:, :, :length]
         if not torch.equal(held[:, :, -t_new:], new):
