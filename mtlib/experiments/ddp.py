@@ -147,7 +147,7 @@ def global_batch(data: Tensor, step: int, *, seed: int = 0) -> Tensor:
 def reference_losses(
     steps: int, *, seed: int = 0, dtype: torch.dtype = torch.float32
 ) -> list[float]:
-    """Per-step losses of one process training on the whole global batch (:func:`train.fit`)."""
+    """Per-step losses of one process training on the whole global batch (:func:`mtlib.train.fit`)."""
     data = dataset()
     du.seed_all(seed)
     model = GPT(model_config()).to(dtype)

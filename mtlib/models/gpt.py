@@ -278,7 +278,7 @@ class GPT(nn.Module):
             generator: random generator for sampling (reproducible draws).
 
         Returns:
-            Token ids of shape (B, T + max_new_tokens): the prompt, then the new tokens.
+            The prompt followed by the new tokens, token ids of shape ``(B, T + max_new_tokens)``.
         """
         _checks.token_ids(idx, "idx", self.config.vocab_size)
         _check_generate_args(max_new_tokens, temperature, top_k, top_p)
