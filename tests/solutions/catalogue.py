@@ -216,6 +216,7 @@ VARIANTS: dict[str, list[Callable[..., Any]]] = {
     "check_causal_lm_loss": [t10.good_loss_transposed],
     "check_patch_embedding": [t11.good_patches_unfold, t11.good_patches_loop],
     "check_attention_rollout": [t11.good_rollout_normalised],
+    "check_alpha_rollout": [t11.good_alpha_rollout_reduce],
 }
 
 BUGS: dict[str, list[Bug]] = {
@@ -782,6 +783,29 @@ BUGS: dict[str, list[Bug]] = {
             "max over heads", t11.max_heads, r"case 1 of 3 .*Hint: you took the maximum over heads"
         ),
         Bug("last layer only", t11.last_layer, r"case 1 of 3 .*Hint: you used the last layer only"),
+    ],
+    "check_alpha_rollout": [
+        Bug(
+            "alpha on the attention",
+            t11.alpha_swapped,
+            r"case 1 of 4 .*Hint: alpha weighs the identity",
+        ),
+        Bug(
+            "alpha ignored",
+            t11.alpha_ignored,
+            r"case 1 of 4 .*Hint: your result does not change with alpha",
+        ),
+        Bug(
+            "wrong order",
+            t11.alpha_reversed_order,
+            r"case 1 of 4 .*Hint: you multiplied in the wrong order",
+        ),
+        Bug("W + alpha I", t11.alpha_unscaled, r"case 1 of 4 .*Hint: you added alpha \* I"),
+        Bug(
+            "last layer only",
+            t11.alpha_last_layer,
+            r"case 1 of 4 .*Hint: you used the last layer only",
+        ),
     ],
 }
 
