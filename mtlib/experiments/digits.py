@@ -64,6 +64,7 @@ __all__ = [
     "vit_config",
 ]
 
+#: The checkpoint this script writes and the chapter loads.
 CHECKPOINT = Path(str(resources.files("mtlib.experiments"))) / "digits_checkpoint.pt"
 SEEDS = tuple(range(6))  # every model of the comparison is trained with these seeds
 SIZE_SEEDS = (0, 1, 2)  # the data-size curves (3 x 3 subsets x 2 models = 18 more runs)
@@ -273,7 +274,7 @@ def position_similarity(model: ViT | Tensor) -> tuple[Tensor, Tensor]:
     """Cosine similarity between the patches' learned position embeddings, and grid distances.
 
     Args:
-        model: a :class:`ViT`, or its ``pos_embed`` (1, 1 + N, d_model) or (1 + N, d_model).
+        model: a :class:`~mtlib.models.ViT`, or its ``pos_embed`` (1, 1 + N, d_model) or (1 + N, d_model).
 
     Returns:
         ``(similarity, distance)``, both (N, N): ``similarity[i, j]`` is the cosine of the
@@ -342,8 +343,9 @@ def occlusion_importance(
         fill: the value a blanked pixel gets (the normalised background).
 
     Returns:
-        (B, N): log-probability of the true class on the intact image minus on the image with
-        patch ``n`` (row-major) blanked (log-probabilities do not saturate near 1).
+        A ``(B, N)`` tensor: the log-probability of the true class on the intact image minus
+        on the image with patch ``n`` (row-major) blanked (log-probabilities do not saturate
+        near 1).
     """
     model.eval()
     side = images.shape[-1] // patch

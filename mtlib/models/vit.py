@@ -351,7 +351,8 @@ def attention_rollout(
         residual_weight: ``alpha``, the weight of the identity, in [0, 1].
 
     Returns:
-        (B, T, T): row ``i`` is output token ``i``'s mixture of input tokens; rows sum to 1.
+        A ``(B, T, T)`` tensor whose row ``i`` is output token ``i``'s mixture of input tokens;
+        rows sum to 1.
     """
     if not isinstance(attentions, (list, tuple)) or not attentions:
         raise ValueError("attentions must be a non-empty list of (B, H, T, T) or (B, T, T) tensors")
