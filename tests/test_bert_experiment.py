@@ -39,7 +39,9 @@ def test_checkpoint_is_small_and_loads_into_the_current_code(checkpoint):
         vocab.size == model.bert.config.vocab_size == 1004 and vocab.pad == model.bert.config.pad_id
     )
     assert sorted(report["runs"]) == ["0", "1", "2"] and report["seed"] == 0
-    assert {"0", "1", "2"} <= set(report["finetune"])
+    assert {str(seed) for seed in range(6)} <= set(report["finetune"])  # six fine-tuning seeds
+    for seed in ("0", "1", "2"):  # the controls of the chapter's table
+        assert set(report["finetune"][seed]["controls"]) == set(bm.CONTROLS)
 
 
 def test_the_tokenizer_is_chapter_2s_bpe_trained_on_the_training_topics(checkpoint):
@@ -59,6 +61,27 @@ def test_checkpoint_reproduces_its_reported_mlm_accuracy(checkpoint, data):
     for run in report["runs"].values():  # the chapter's claim, for every seed
         assert run["mask_accuracy"] > 1.5 * run["mask_unigram"]
         assert run["mask_loss"] < run["mask_unigram_loss"] - 0.25
+
+
+def test_ngram_baselines_reproduce_the_report(checkpoint, data):
+    _, vocab, report = checkpoint
+    train_ids, _, heldout = data
+    got = bm.ngram_baselines(vocab, heldout, train_ids)
+    assert got == pytest.approx(report["ngram"], abs=1e-9)
+    assert got["unigram"] < got["bigram_left"] < got["bigram_right"] < got["trigram"]
+    expected = bm.mlm_accuracy(*checkpoint[:2], heldout, train_ids)
+    assert got["unigram"] == pytest.approx(expected["mask_unigram"], abs=1e-9)
+
+
+def test_leading_space_spells_the_first_word_as_a_later_one(checkpoint):
+    _, vocab, _ = checkpoint
+    phrase = next(p for p in bm.phrases() if p.text == "good, not bad")
+    plain, _, _ = bm.encode_phrases(vocab, [phrase])
+    spaced, _, _ = bm.encode_phrases(vocab, [phrase], leading_space=True)
+    assert plain[0, 1].item() != spaced[0, 1].item() == vocab.encode(" good")[0]
+    with pytest.raises(ValueError, match="alpha"):
+        bm.distill(bm.classifier_from_pretrained(None, vocab), bm.task_data(vocab)[0],
+                   bm.FinetuneSettings(steps=1), seed=0, alpha=1.5)  # fmt: skip
 
 
 def test_pretraining_retraces_the_scripts_curve(checkpoint, data):

@@ -114,12 +114,22 @@ def test_distillation_loss_accepts_correct_variants():
 
     check_distillation_loss(by_hand)
 
+    def log_target(student, teacher, labels, temperature, alpha):  # soft CE minus teacher entropy
+        log_p = F.log_softmax(teacher / temperature, -1)
+        soft = (
+            F.cross_entropy(student / temperature, log_p.exp())
+            + (log_p.exp() * log_p).sum(-1).mean()
+        )
+        return alpha * temperature**2 * soft + (1 - alpha) * F.cross_entropy(student, labels)
+
+    check_distillation_loss(log_target)
+
 
 @pytest.mark.parametrize(
     ("fn", "message"),
     [
         (lambda s, t, y, T, a: distill(s, t, y, T, a) / 1.0 - a * (T**2 - 1) * F.kl_div(
-            F.log_softmax(s / T, -1), F.softmax(t / T, -1), reduction="batchmean"), "T\\^2"),
+            F.log_softmax(s / T, -1), F.softmax(t / T, -1), reduction="batchmean"), "tau\\^2"),
         (lambda s, t, y, T, a: a * T**2 * F.kl_div(F.log_softmax(t / T, -1), F.softmax(s / T, -1),
                                                      reduction="batchmean") + (1 - a) * F.cross_entropy(s, y),
          "reversed"),
@@ -127,6 +137,11 @@ def test_distillation_loss_accepts_correct_variants():
                                                      reduction="batchmean") + (1 - a) * F.cross_entropy(s, y),
          "soften the teacher"),
         (lambda s, t, y, T, a: F.cross_entropy(s, y), "differ"),
+        (lambda s, t, y, T, a: a * T**2 * F.kl_div(F.log_softmax(s / T, -1), F.softmax(t / T, -1),
+                                                     reduction="sum") / s.numel() + (1 - a) * F.cross_entropy(s, y),
+         "batchmean"),  # reduction="mean" by hand (torch warns about "mean")
+        (lambda s, t, y, T, a: a * T**2 * F.cross_entropy(s / T, F.softmax(t / T, -1))
+         + (1 - a) * F.cross_entropy(s, y), "soft cross-entropy"),
     ],
 )  # fmt: skip
 def test_distillation_loss_names_typical_mistakes(fn, message):

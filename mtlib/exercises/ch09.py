@@ -174,13 +174,17 @@ def check_hf_attention_mask(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
 
 
 def _distill(student: Any, teacher: Any, labels: Any, temperature: Any, alpha: Any, *,
-             t2: bool = True, reverse: bool = False, teacher_t: bool = True) -> torch.Tensor:  # fmt: skip
+             t2: bool = True, reverse: bool = False, teacher_t: bool = True,
+             per_element: bool = False, soft_ce: bool = False) -> torch.Tensor:  # fmt: skip
     s = F.log_softmax(student / temperature, dim=-1)
     t = F.log_softmax(teacher / (temperature if teacher_t else 1.0), dim=-1)
     if reverse:
-        kl = (s.exp() * (s - t)).sum(-1).mean()
+        terms = s.exp() * (s - t)  # (N, C)
+    elif soft_ce:
+        terms = -t.exp() * s  # (N, C): cross-entropy with the soft targets, not the KL
     else:
-        kl = (t.exp() * (t - s)).sum(-1).mean()
+        terms = t.exp() * (t - s)  # (N, C)
+    kl = terms.mean() if per_element else terms.sum(-1).mean()  # per element: / (N C), not / N
     scale = temperature**2 if t2 else 1.0
     return alpha * scale * kl + (1 - alpha) * F.cross_entropy(student, labels)
 
@@ -188,10 +192,12 @@ def _distill(student: Any, teacher: Any, labels: Any, temperature: Any, alpha: A
 def check_distillation_loss(fn: Callable[..., torch.Tensor]) -> None:
     """Check ``fn(student_logits, teacher_logits, labels, temperature, alpha)``.
 
-    For logits (N, C) and labels (N,): ``alpha * T^2 * KL(p_teacher^T || p_student^T)`` (mean
-    over the N rows) ``+ (1 - alpha) * cross_entropy(student_logits, labels)``, where ``p^T`` is
-    the softmax of the logits divided by T {Hinton et al. 2015}. Recognised mistakes: no T^2
-    factor, the KL divergence reversed, the teacher not softened.
+    For logits (N, C) and labels (N,): ``alpha * tau^2 * KL(p_teacher^tau || p_student^tau)`` (mean
+    over the N rows) ``+ (1 - alpha) * cross_entropy(student_logits, labels)``, where ``p^tau`` is
+    the softmax of the logits divided by tau {Hinton et al. 2015}. Recognised mistakes: no tau^2
+    factor, the KL divergence reversed, the teacher not softened, the KL averaged over the
+    N C elements (``reduction="mean"``) instead of the N rows (``"batchmean"``), the soft
+    cross-entropy in place of the KL divergence.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -200,10 +206,12 @@ def check_distillation_loss(fn: Callable[..., torch.Tensor]) -> None:
     s1, t1 = torch.randn(6, 3, generator=g), 3 * torch.randn(6, 3, generator=g)
     s2, t2 = torch.randn(4, 5, generator=g), 2 * torch.randn(4, 5, generator=g)
     cases = [
-        _Case("6 rows, 3 classes, T=2, alpha=0.5", (s1, t1, torch.tensor([0, 1, 2, 0, 1, 2]), 2.0, 0.5),
-              hint="KL(teacher || student) of the softened distributions, times T^2, mixed with the hard loss"),
-        _Case("4 rows, 5 classes, T=4, alpha=0.9", (s2, t2, torch.tensor([4, 0, 3, 1]), 4.0, 0.9)),
-        _Case("4 rows, 5 classes, T=1, alpha=1 (soft targets only)", (s2, t2, torch.tensor([4, 0, 3, 1]), 1.0, 1.0)),
+        _Case("6 rows, 3 classes, tau=2, alpha=0.5", (s1, t1, torch.tensor([0, 1, 2, 0, 1, 2]), 2.0, 0.5),
+              hint="KL(teacher || student) of the softened distributions, times tau^2, mixed with the hard loss"),
+        _Case("4 rows, 5 classes, tau=4, alpha=0.9", (s2, t2, torch.tensor([4, 0, 3, 1]), 4.0, 0.9),
+              hint="divide BOTH logits by tau before their softmaxes, multiply only the soft term by "
+                   "tau^2, and take the cross-entropy with the labels on the unsoftened logits"),
+        _Case("4 rows, 5 classes, tau=1, alpha=1 (soft targets only)", (s2, t2, torch.tensor([4, 0, 3, 1]), 1.0, 1.0)),
     ]  # fmt: skip
 
     def double(args: tuple[Any, ...]) -> list[Any]:
@@ -218,17 +226,23 @@ def check_distillation_loss(fn: Callable[..., torch.Tensor]) -> None:
         return loss
 
     mistakes = {
-        "multiply the soft term by T^2: softening divides its gradients by T^2, and Hinton et al. "
-        "scale them back so that the two terms keep their balance when T changes": variant(
+        "multiply the soft term by tau^2: softening divides its gradients by tau^2, and Hinton et al. "
+        "scale them back so that the two terms keep their balance when tau changes": variant(
             t2=False
         ),
         "the KL divergence is reversed: the teacher's distribution is the target, "
         "KL(p_teacher || p_student) = sum p_teacher (log p_teacher - log p_student)": variant(
             reverse=True
         ),
-        "soften the teacher too: divide the teacher's logits by T before its softmax": variant(
+        "soften the teacher too: divide the teacher's logits by tau before its softmax": variant(
             teacher_t=False
         ),
+        "you averaged the KL divergence over all N x C elements (F.kl_div's reduction='mean'); "
+        "the KL of one row is a sum over its classes, averaged over the N rows: "
+        "reduction='batchmean'": variant(per_element=True),
+        "you computed the soft cross-entropy -sum p_teacher log p_student, not the KL divergence: "
+        "they differ by the teacher's entropy (the same gradients, not the same value); "
+        "KL = sum p_teacher (log p_teacher - log p_student)": variant(soft_ce=True),
     }
 
     _check("check_distillation_loss", fn, cases, variant(), atol=1e-5, mistakes=mistakes)

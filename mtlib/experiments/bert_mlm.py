@@ -6,11 +6,12 @@ module holds what chapter 9 trains and measures, so that the notebook shows the 
 and not the plumbing:
 
 - :func:`corpus`, :class:`Vocab`, :func:`mlm_windows`: the text split by topic (one topic in
-  ten held out), BPE plus the four special tokens, 64-token windows ``[CLS] ... [SEP]``;
+  ten held out), BPE plus the four special tokens, 32-token windows ``[CLS] ... [SEP]``;
 - :func:`model_config`, :class:`PretrainSettings`, :func:`pretrain`: a 4-layer BERT at
   d_model 64 trained on the 80/10/10 masked-LM objective (:func:`mtlib.models.mask_tokens`);
-- :func:`mlm_accuracy`, :func:`fill_mask`: held-out accuracy at masked positions beside the
-  unigram baseline, and top-k predictions for a ``[MASK]``;
+- :func:`mlm_accuracy`, :func:`ngram_baselines`, :func:`fill_mask`: held-out accuracy at
+  masked positions beside the unigram, bigram and trigram count baselines, and top-k
+  predictions for a ``[MASK]``;
 - :func:`phrases`, :func:`finetune`, :class:`BagOfEmbeddings`: a sentiment task where word
   order and negation matter ("good, not bad" vs "bad, not good"), with held-out compositions;
 - :func:`distill`: a 2-layer student trained on the teacher's softened outputs;
@@ -18,7 +19,9 @@ and not the plumbing:
   of all seeds) written by this script and loaded by the chapter and a test.
 
 Run ``python -m mtlib.experiments.bert_mlm`` to pretrain seeds 0, 1 and 2, evaluate them and
-rewrite the checkpoint (a few minutes on one CPU thread).
+rewrite the checkpoint (about 12 minutes on one CPU thread, plus about 8 for the fine-tuning
+table: seeds 0-5 with its controls); ``--finetune-only`` keeps the pretrained model and redoes
+only the fine-tuning table.
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ __all__ = [
     "fill_mask",
     "last_layer_attention",
     "n_params",
+    "ngram_baselines",
+    "shuffled_copy",
+    "control_runs",
     "seconds_per_batch",
     "task_data",
     "token_roles",
@@ -264,6 +270,50 @@ def mlm_accuracy(model: BERTForMaskedLM, vocab: Vocab, windows: Tensor, train_id
     }
 
 
+def ngram_baselines(vocab: Vocab, windows: Tensor, train_ids: Sequence[int], *,
+                    seed: int = EVAL_SEED) -> dict[str, float]:  # fmt: skip
+    """Count baselines at the ``[MASK]`` positions that :func:`mlm_accuracy` scores.
+
+    Each predicts the training text's most frequent token given a neighbour of the masked
+    position in the input: ``"bigram_left"`` (the token before), ``"bigram_right"`` (the token
+    after), ``"trigram"`` (both; falls back to the left bigram where the pair was never seen).
+    A neighbour that is special (``[CLS]``, ``[SEP]``, ``[MASK]``) or unseen falls back to the
+    unigram prediction.
+
+    Returns:
+        ``{"unigram", "bigram_left", "bigram_right", "trigram", "positions"}`` (accuracies).
+    """
+    g = torch.Generator().manual_seed(seed)
+    inputs, labels = mask_tokens(windows, mask_id=vocab.mask, vocab_size=vocab.size,
+                                 special_ids=vocab.special_ids, generator=g)  # fmt: skip
+    at_mask = (labels != IGNORE_INDEX) & (inputs == vocab.mask)  # (N, T)
+    top = Counter(train_ids).most_common(1)[0][0]
+    after: dict[int, Counter[int]] = {}
+    before: dict[int, Counter[int]] = {}
+    between: dict[tuple[int, int], Counter[int]] = {}
+    for a, b, c in zip(train_ids, train_ids[1:], train_ids[2:], strict=False):
+        after.setdefault(a, Counter())[b] += 1
+        before.setdefault(c, Counter())[b] += 1
+        between.setdefault((a, c), Counter())[b] += 1
+    special = set(vocab.special_ids)
+    hits = dict.fromkeys(("unigram", "bigram_left", "bigram_right", "trigram"), 0)
+    positions = at_mask.nonzero().tolist()
+    for n, t in positions:
+        left, right, target = (int(inputs[n, t - 1]), int(inputs[n, t + 1]), int(labels[n, t]))
+        by_left = after[left].most_common(1)[0][0] if left not in special and left in after else top
+        by_right = (
+            before[right].most_common(1)[0][0] if right not in special and right in before else top
+        )
+        pair = (left, right)
+        both = (between[pair].most_common(1)[0][0]
+                if left not in special and right not in special and pair in between else by_left)  # fmt: skip
+        for name, guess in (("unigram", top), ("bigram_left", by_left),
+                            ("bigram_right", by_right), ("trigram", both)):  # fmt: skip
+            hits[name] += guess == target
+    out = {k: v / len(positions) for k, v in hits.items()}
+    return out | {"positions": float(len(positions))}
+
+
 @torch.no_grad()
 def fill_mask(
     model: BERTForMaskedLM, vocab: Vocab, text: str, k: int = 5
@@ -335,13 +385,17 @@ def phrases() -> list[Phrase]:
     return out
 
 
-def encode_phrases(vocab: Vocab, items: Sequence[Phrase]) -> tuple[Tensor, Tensor, Tensor]:
+def encode_phrases(vocab: Vocab, items: Sequence[Phrase], *,
+                   leading_space: bool = False) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
     """``[CLS] phrase [SEP]``, right-padded: ``(input_ids (N, T), attention_mask (N, T), labels (N,))``.
 
-    The first word has no leading space: BPE's ``"good"`` and ``" good"`` are different tokens,
-    so a phrase's first word is told apart from the same word later on.
+    By default the first word has no leading space: BPE's ``"good"`` and ``" good"`` are
+    different tokens, so a phrase's first word is told apart from the same word later on.
+    ``leading_space=True`` encodes ``" " + text``, so that every word is spelled as inside a
+    sentence (the control of the chapter's tokenization effect).
     """
-    rows = [[vocab.cls, *vocab.encode(p.text), vocab.sep] for p in items]
+    prefix = " " if leading_space else ""
+    rows = [[vocab.cls, *vocab.encode(prefix + p.text), vocab.sep] for p in items]
     T = max(len(r) for r in rows)
     ids = torch.full((len(rows), T), vocab.pad)
     for i, r in enumerate(rows):
@@ -378,11 +432,13 @@ class FinetuneSettings:
     warmup: int = 15
 
 
-def classifier_from_pretrained(mlm: BERTForMaskedLM | None, vocab: Vocab, *,
-                               n_layer: int = 4) -> BERTForSequenceClassification:  # fmt: skip
+def classifier_from_pretrained(mlm: BERTForMaskedLM | None, vocab: Vocab, *, n_layer: int = 4,
+                               init_std: float | None = None) -> BERTForSequenceClassification:  # fmt: skip
     """A 2-class BERT; with ``mlm``, its encoder starts from the pretrained one (the pooler and
-    the classifier start random, as in BERT). Without, everything is random: the control."""
-    config = model_config(vocab.size, pad_id=vocab.pad, n_layer=n_layer)
+    the classifier start random, as in BERT). Without, everything is random: the control
+    (``init_std`` overrides the random initialisation's standard deviation, 0.02 by default)."""
+    extra = {} if init_std is None else {"init_std": init_std}
+    config = model_config(vocab.size, pad_id=vocab.pad, n_layer=n_layer, **extra)
     model = BERTForSequenceClassification(config, num_labels=2)
     if mlm is not None:
         missing = model.bert.load_state_dict(mlm.bert.state_dict(), strict=False)
@@ -459,20 +515,24 @@ def student_from_teacher(teacher: BERTForSequenceClassification) -> BERTForSeque
 
 def distill(teacher: BERTForSequenceClassification, data: tuple[Tensor, Tensor, Tensor],
             settings: FinetuneSettings, *, seed: int, temperature: float = 2.0,
-            soft: bool = True) -> BERTForSequenceClassification:  # fmt: skip
+            alpha: float = 0.5, soft: bool = True) -> BERTForSequenceClassification:  # fmt: skip
     """A half-depth student initialised from ``teacher``, trained on its soft targets
-    (``soft=True``) or on the labels only (``soft=False``, the control)."""
+    (``soft=True``: loss ``alpha`` tau^2 KL + ``(1 - alpha)`` CE, see :func:`finetune`) or on
+    the labels only (``soft=False``, the control)."""
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
     student = student_from_teacher(teacher)
     finetune(student, data, settings, seed=seed, teacher=teacher if soft else None,
-             temperature=temperature)  # fmt: skip
+             temperature=temperature, alpha=alpha)  # fmt: skip
     return student.eval()
 
 
-def task_data(vocab: Vocab) -> tuple[tuple[Tensor, Tensor, Tensor], tuple[Tensor, Tensor, Tensor]]:
+def task_data(vocab: Vocab, *, leading_space: bool = False,
+              ) -> tuple[tuple[Tensor, Tensor, Tensor], tuple[Tensor, Tensor, Tensor]]:  # fmt: skip
     """The encoded training and held-out phrases: ``(train, heldout)``, each (ids, mask, labels)."""
     items = phrases()
-    return (encode_phrases(vocab, [p for p in items if not p.heldout]),
-            encode_phrases(vocab, [p for p in items if p.heldout]))  # fmt: skip
+    return (encode_phrases(vocab, [p for p in items if not p.heldout], leading_space=leading_space),
+            encode_phrases(vocab, [p for p in items if p.heldout], leading_space=leading_space))  # fmt: skip
 
 
 def seconds_per_batch(
@@ -524,6 +584,48 @@ def finetune_runs(mlm: BERTForMaskedLM, vocab: Vocab, seed: int,
         out["heldout"][name] = accuracy(model, heldout)
         out["train"][name] = accuracy(model, train_data)
         out["params"][name] = n_params(model)
+    return out
+
+
+def shuffled_copy(mlm: BERTForMaskedLM, seed: int) -> BERTForMaskedLM:
+    """A copy of ``mlm`` with every weight tensor's entries randomly permuted: the pretrained
+    weights' scale and distribution, none of their structure (a control)."""
+    out = BERTForMaskedLM(mlm.bert.config)
+    out.load_state_dict(mlm.state_dict())
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in out.parameters():
+            flat = p.reshape(-1)  # (numel,)
+            p.copy_(flat[torch.randperm(flat.numel(), generator=g)].view_as(p))
+    return out.eval()
+
+
+#: the controls of the fine-tuning table: name -> (initialisation, leading space, steps)
+CONTROLS: dict[str, tuple[str, bool, int]] = {
+    "scratch_std05": ("scratch_std05", False, 150),  # random, init std 0.05 instead of 0.02
+    "shuffled": ("shuffled", False, 150),  # pretrained weights permuted within each tensor
+    "space_pretrained": ("pretrained", True, 150),  # every phrase encoded with a leading space
+    "space_scratch": ("scratch", True, 150),
+    "space_pretrained_300": ("pretrained", True, 300),
+    "space_scratch_300": ("scratch", True, 300),
+}
+
+
+def control_runs(mlm: BERTForMaskedLM, vocab: Vocab, seed: int) -> dict[str, float]:
+    """Held-out accuracy of each of :data:`CONTROLS` for one fine-tuning seed (the other settings
+    are :class:`FinetuneSettings`'s, warm-up a tenth of the steps)."""
+    out: dict[str, float] = {}
+    for name, (init, space, steps) in CONTROLS.items():
+        train_data, heldout = task_data(vocab, leading_space=space)
+        torch.manual_seed(seed)
+        if init == "scratch_std05":
+            model = classifier_from_pretrained(None, vocab, init_std=0.05)
+        elif init == "shuffled":
+            model = classifier_from_pretrained(shuffled_copy(mlm, seed), vocab)
+        else:
+            model = classifier_from_pretrained(mlm if init == "pretrained" else None, vocab)
+        finetune(model, train_data, FinetuneSettings(steps=steps, warmup=steps // 10), seed=seed)
+        out[name] = round(accuracy(model, heldout), 4)
     return out
 
 
@@ -590,7 +692,9 @@ def load_checkpoint(path: Path | None = None) -> tuple[BERTForMaskedLM, Vocab, d
 def main(argv: list[str] | None = None) -> None:
     """Pretrain the chapter's models and write the checkpoint with its report."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2],
+                        help="pretraining seeds")  # fmt: skip
+    parser.add_argument("--finetune-seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4, 5])
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--out", type=Path, default=CHECKPOINT)
     parser.add_argument(
@@ -602,7 +706,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)  # the numbers the chapter reproduces were made on one thread
     if args.finetune_only:
         mlm, vocab, report = load_checkpoint(args.out)
-        report["finetune"] = _finetune_table(mlm, vocab, args.seeds)
+        report["finetune"] = _finetune_table(mlm, vocab, args.finetune_seeds)
         save_checkpoint(mlm, vocab, args.out, report)
         return
     torch.set_num_threads(1)  # the numbers the chapter reproduces were made on one thread
@@ -630,10 +734,11 @@ def main(argv: list[str] | None = None) -> None:
             f"{result['mask_accuracy']:.4f} (unigram {result['mask_unigram']:.4f}), "
             f"{result['seconds']} s")  # fmt: skip
     assert saved is not None
-    finetune_table = _finetune_table(saved, vocab, args.seeds)
+    finetune_table = _finetune_table(saved, vocab, args.finetune_seeds)
     report = {"finetune": finetune_table, "settings": asdict(settings), "seed": args.seeds[0], "runs": runs,
               "train_tokens": len(train_ids), "heldout_windows": len(heldout),
-              "train_windows": len(windows)}  # fmt: skip
+              "train_windows": len(windows),
+              "ngram": ngram_baselines(vocab, heldout, train_ids)}  # fmt: skip
     save_checkpoint(saved, vocab, args.out, report)
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.2f} MB)")
 
@@ -644,7 +749,8 @@ def _finetune_table(mlm: BERTForMaskedLM, vocab: Vocab, seeds: Sequence[int]) ->
         start = time.time()
         runs = finetune_runs(mlm, vocab, seed)
         heldout = {k: round(v, 4) for k, v in runs["heldout"].items()}
-        table[str(seed)] = {"heldout": heldout, "train": runs["train"], "params": runs["params"]}
+        table[str(seed)] = {"heldout": heldout, "train": runs["train"], "params": runs["params"],
+                            "controls": control_runs(mlm, vocab, seed)}  # fmt: skip
         print(f"fine-tuning seed {seed}: held-out {heldout} ({time.time() - start:.0f} s)")
     return table
 

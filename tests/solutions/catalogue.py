@@ -705,9 +705,30 @@ BUGS: dict[str, list[Bug]] = {
         ),
     ],
     "check_distillation_loss": [
-        Bug("no T^2 factor", _distill_no_t2, r"case 1 of 3 .*T\^2"),
+        Bug("no T^2 factor", _distill_no_t2, r"case 1 of 3 .*tau\^2"),
         Bug("KL reversed", _distill_reversed, r"case 1 of 3 .*reversed"),
         Bug("teacher not softened", _distill_hard_teacher, r"case 1 of 3 .*soften the teacher"),
+        Bug(
+            "KL averaged over elements",
+            lambda s, t, y, T, a: (
+                a
+                * T**2
+                * torch.nn.functional.kl_div(
+                    torch.log_softmax(s / T, -1), torch.softmax(t / T, -1), reduction="sum"
+                )
+                / s.numel()  # reduction="mean", by hand
+                + (1 - a) * torch.nn.functional.cross_entropy(s, y)
+            ),
+            r"case 1 of 3 .*batchmean",
+        ),
+        Bug(
+            "soft cross-entropy instead of KL",
+            lambda s, t, y, T, a: (
+                a * T**2 * torch.nn.functional.cross_entropy(s / T, torch.softmax(t / T, -1))
+                + (1 - a) * torch.nn.functional.cross_entropy(s, y)
+            ),
+            r"case 1 of 3 .*soft cross-entropy",
+        ),
         Bug(
             "hard loss only",
             lambda s, t, y, T, a: torch.nn.functional.cross_entropy(s, y),
