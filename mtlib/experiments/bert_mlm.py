@@ -8,7 +8,7 @@ and not the plumbing:
 - :func:`corpus`, :class:`Vocab`, :func:`mlm_windows`: the text split by topic (one topic in
   ten held out), BPE plus the four special tokens, 32-token windows ``[CLS] ... [SEP]``;
 - :func:`model_config`, :class:`PretrainSettings`, :func:`pretrain`: a 4-layer BERT at
-  d_model 64 trained on the 80/10/10 masked-LM objective (:func:`mtlib.models.mask_tokens`);
+  d_model 64 trained on the 80/10/10 masked-LM objective (:func:`~mtlib.models.bert.mask_tokens`);
 - :func:`mlm_accuracy`, :func:`ngram_baselines`, :func:`fill_mask`: held-out accuracy at
   masked positions beside the unigram, bigram and trigram count baselines, and top-k
   predictions for a ``[MASK]``;
@@ -116,7 +116,7 @@ class Vocab:
     """Chapter 2's BPE tokenizer plus BERT's special tokens, appended after the BPE ids.
 
     Args:
-        tokenizer: a trained :class:`~mtlib.data.BPETokenizer`.
+        tokenizer: a trained :class:`~mtlib.data.bpe.BPETokenizer`.
 
     Attributes:
         pad, cls, sep, mask: the special ids (``tokenizer.vocab_size`` + 0, 1, 2, 3).
@@ -612,7 +612,7 @@ CONTROLS: dict[str, tuple[str, bool, int]] = {
 
 
 def control_runs(mlm: BERTForMaskedLM, vocab: Vocab, seed: int) -> dict[str, float]:
-    """Held-out accuracy of each of :data:`CONTROLS` for one fine-tuning seed (the other settings
+    """Held-out accuracy of each of ``CONTROLS`` for one fine-tuning seed (the other settings
     are :class:`FinetuneSettings`'s, warm-up a tenth of the steps)."""
     out: dict[str, float] = {}
     for name, (init, space, steps) in CONTROLS.items():
@@ -629,11 +629,12 @@ def control_runs(mlm: BERTForMaskedLM, vocab: Vocab, seed: int) -> dict[str, flo
     return out
 
 
+#: The roles a token of a task phrase can have, in display order.
 ROLES = ("[CLS]", "first word", "not", "second word", "other", "[SEP]")
 
 
 def token_roles(vocab: Vocab, phrase: Phrase) -> list[str]:
-    """The role (one of :data:`ROLES`) of each token of ``[CLS] phrase [SEP]``."""
+    """The role (one of ``ROLES``) of each token of ``[CLS] phrase [SEP]``."""
     roles = ["[CLS]"]
     first_seen = False
     for chunk in pretokenize(phrase.text):

@@ -1,6 +1,6 @@
-"""The smallest complete DDP training script (chapter 13), with PyTorch's own data pipeline::
+"""The smallest complete DDP training script (chapter 13), with PyTorch's own data pipeline.
 
-    torchrun --standalone --nproc_per_node=2 -m mtlib.experiments.ddp_minimal
+Run it with ``torchrun --standalone --nproc_per_node=2 -m mtlib.experiments.ddp_minimal``.
 """
 
 import torch

@@ -274,7 +274,7 @@ def position_similarity(model: ViT | Tensor) -> tuple[Tensor, Tensor]:
     """Cosine similarity between the patches' learned position embeddings, and grid distances.
 
     Args:
-        model: a :class:`~mtlib.models.ViT`, or its ``pos_embed`` (1, 1 + N, d_model) or (1 + N, d_model).
+        model: a :class:`~mtlib.models.vit.ViT`, or its ``pos_embed`` (1, 1 + N, d_model) or (1 + N, d_model).
 
     Returns:
         ``(similarity, distance)``, both (N, N): ``similarity[i, j]`` is the cosine of the
