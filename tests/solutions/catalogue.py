@@ -34,6 +34,8 @@ from tests import test_exercises_ch08 as t08
 from tests import test_exercises_ch09 as t09
 from tests import test_exercises_ch10 as t10
 from tests import test_exercises_ch11 as t11
+from tests import test_exercises_ch12 as t12
+from tests import test_exercises_ch13 as t13
 
 
 @dataclass(frozen=True)
@@ -217,6 +219,11 @@ VARIANTS: dict[str, list[Callable[..., Any]]] = {
     "check_patch_embedding": [t11.good_patches_unfold, t11.good_patches_loop],
     "check_attention_rollout": [t11.good_rollout_normalised],
     "check_alpha_rollout": [t11.good_alpha_rollout_reduce],
+    "check_online_softmax": [t12.good_merge, t12.good_merge_logsumexp],
+    "check_kv_cache_append": [t12.good_append_doubling],
+    "check_shard_indices": [t13.good_shards_arithmetic, t13.good_shards_sampler],
+    "check_allreduce_mean": [t13.good_allreduce_loop],
+    "check_ring_allreduce_bytes": [t13.good_bytes_by_chunks],
 }
 
 BUGS: dict[str, list[Bug]] = {
@@ -827,6 +834,40 @@ BUGS: dict[str, list[Bug]] = {
             t11.alpha_last_layer,
             r"case 1 of 4 .*Hint: you used the last layer only",
         ),
+    ],
+    "check_shard_indices": [
+        Bug("contiguous blocks", t13.contiguous_blocks, r"case 1 of 5 .*interleaved indices"),
+        Bug("no padding", t13.unpadded, r"case 2 of 5 .*the same number of samples"),
+        Bug("padded with the last index", t13.padded_with_last, r"case 2 of 5 .*the START"),
+        Bug("drop_last ignored", t13.drop_last_ignored, r"case 3 of 5 .*the tail is dropped"),
+        Bug("cut without drop_last", t13.truncated, r"case 1 of 5 .*nothing is cut: pad"),
+    ],
+    "check_allreduce_mean": [
+        Bug("sum, not mean", t13.allreduce_sum, r"case 1 of 3 .*that is the sum"),
+        Bug("reduce to rank 0 only", t13.reduce_to_rank0, r"case 1 of 3 .*only rank 0"),
+        Bug("mean over the wrong dim", t13.mean_wrong_dim, r"case 1 of 3 .*dimension 0"),
+    ],
+    "check_ring_allreduce_bytes": [
+        Bug("tied weight counted twice", t13.bytes_tied_twice, r"case 2 of 5 .*count it once"),
+        Bug("frozen parameters counted", t13.bytes_with_frozen, r"case 3 of 5 .*frozen"),
+        Bug("buffers counted", t13.bytes_with_buffers, r"case 5 of 5 .*running mean"),
+        Bug("no factor 2", t13.bytes_without_two, r"case 1 of 5 .*reduce-scatter AND"),
+        Bug("no (N - 1) / N", t13.bytes_without_fraction, r"case 1 of 5 .*not 2"),
+    ],
+    "check_online_softmax": [
+        Bug("no rescale", t12.no_rescale, r"case 1 of 4 .*Hint: rescale each block by exp\(m_block - m\)"),
+        Bug("factor inverted", t12.flipped, r"case 1 of 4 .*Hint: the factor is exp\(m_block - m\)"),
+        Bug("l not rescaled", t12.acc_only, r"case 1 of 4 .*Hint: l needs the same rescale as acc"),
+        Bug("second block's max", t12.last_max, r"case \d of 4 .*Hint: m must be the larger"),
+        Bug("second block not rescaled", t12.first_only, r"case \d of 4 .*Hint: rescale the second block too"),
+        Bug("normalised acc", t12.normalised, r"case 1 of 4 .*values differ"),
+    ],
+    "check_kv_cache_append": [
+        Bug("torch.cat per step", t12.append_by_cat, r"step 1 of 91 .*although the old one had room"),
+        Bug("fixed growth", t12.append_fixed_growth, r"step \d+ of 91 .*grow geometrically"),
+        Bug("old keys not copied", t12.append_no_copy, r"step \d+ of 91 .*copy the old positions"),
+        Bug("one position late", t12.append_one_late, r"step 1 of 91 .*the new keys are not at"),
+        Bug("filled part returned", t12.append_returns_view, r"step 1 of 91 .*Hint: return the whole buffer"),
     ],
 }
 
