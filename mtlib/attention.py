@@ -584,12 +584,12 @@ def tiled_attention(
     """
     _check_sdpa_inputs(q, k, v, None, None, 0.0, scale)
     _checks.positive_int(block_size, "block_size")
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    factor = q.shape[-1] ** -0.5 if scale is None else scale  # 1 / sqrt(d_k) by default
     q_len, k_len = q.shape[-2], k.shape[-2]
     offset = k_len - q_len  # causal: query i sees keys j <= i + offset
     blocks = []
     for i in range(0, q_len, block_size):
-        q_blk = q[..., i : i + block_size, :] * scale  # (..., bq, d_k)
+        q_blk = q[..., i : i + block_size, :] * factor  # (..., bq, d_k)
         rows = q_blk.shape[-2]
         row_max = q.new_full((*q_blk.shape[:-1], 1), NEG_INF)  # (..., bq, 1): m
         row_sum = q.new_zeros((*q_blk.shape[:-1], 1))  # (..., bq, 1): l

@@ -249,6 +249,12 @@ MUTANTS: list[Mutant] = [
         "ref = new_max  # no key seen yet: avoid inf - inf",
         "tiled attention: a query with no visible key yet computes -inf - (-inf) = NaN",
     ),
+    Mutant(
+        "A31", _ATT,
+        "factor = q.shape[-1] ** -0.5 if scale is None else scale  # 1 / sqrt(d_k) by default",
+        "factor = 1.0 if scale is None else scale  # 1 / sqrt(d_k) by default",
+        "tiled attention without the 1/sqrt(d_k) scaling",
+    ),
     # ------------------------------------------------------------------- masks.py (chapter 5)
     Mutant(
         "M01", _MASKS,
