@@ -272,6 +272,31 @@ class EncoderBlock(_Block):
         x = self._residual(x, attend, self.norm1, self.dropout1)
         return self._residual(x, self.ff, self.norm2, self.dropout2)
 
+    def forward_with_weights(
+        self, x: Tensor, *, mask: Tensor | None = None, is_causal: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """:meth:`forward` (without a cache), also returning the attention weights.
+
+        The attention takes its explicit path to produce them; the block computes the same
+        function (a test asserts it, Post-LN and Pre-LN).
+
+        Returns:
+            ``(x, weights)``: (B, T, d_model) and every head's weights (B, H, T, T).
+        """
+        _check_input(x, self.d_model, "x")
+        weights: list[Tensor] = []
+
+        def attend(h: Tensor) -> Tensor:
+            out, w = self.self_attn(
+                h, mask=mask, is_causal=is_causal, need_weights=True, average_attn_weights=False
+            )
+            assert w is not None  # for mypy: requested above
+            weights.append(w)  # (B, H, T, T)
+            return out
+
+        x = self._residual(x, attend, self.norm1, self.dropout1)
+        return self._residual(x, self.ff, self.norm2, self.dropout2), weights[0]
+
 
 @dataclass
 class DecoderCache:

@@ -410,3 +410,16 @@ def test_encoder_block_causal_with_cache_equals_full(norm_first: bool) -> None:
     assert cache.length == T
     # without is_causal, position 0 sees the future: the outputs differ
     assert not torch.allclose(block(x)[:, 0], full[:, 0], atol=1e-3)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_block_forward_with_weights_is_forward(norm_first: bool) -> None:
+    torch.manual_seed(3)
+    block = randomize_(EncoderBlock(config(5, norm_first=norm_first))).double().eval()
+    x = torch.randn(B, T, D, dtype=torch.float64)
+    mask = masks.padding_mask(torch.tensor([T, 3]), T)  # (B, 1, 1, T)
+    out, weights = block.forward_with_weights(x, mask=mask, is_causal=True)
+    close(out, block(x, mask=mask, is_causal=True))
+    assert weights.shape == (B, 5, T, T)
+    close(weights.sum(-1), torch.ones(B, 5, T, dtype=torch.float64))
+    assert (weights.triu(1) == 0).all() and (weights[1, :, :, 3:] == 0).all()  # causal, padding

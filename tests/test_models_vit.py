@@ -6,7 +6,6 @@ import torch
 from torch import nn
 
 from mtlib.models import PatchEmbedding, ViT, ViTConfig, attention_rollout
-from mtlib.models.vit import _block_with_weights
 
 transformers = pytest.importorskip("transformers")
 
@@ -90,7 +89,7 @@ def test_block_with_weights_equals_the_block_in_train_mode_too():
     torch.manual_seed(5)
     expected = block(x)
     torch.manual_seed(5)
-    got, weights = _block_with_weights(block, x)
+    got, weights = block.forward_with_weights(x)
     torch.testing.assert_close(got, expected)
     assert weights.shape == (3, 5, 17, 17)
 

@@ -653,7 +653,7 @@ def token_roles(vocab: Vocab, phrase: Phrase) -> list[str]:
 
 @torch.no_grad()
 def last_layer_attention(model: BERTForSequenceClassification, ids: Tensor, mask: Tensor) -> Tensor:
-    """The last block's attention weights (B, H, T, T), recomputed through the blocks by hand."""
+    """The last block's attention weights (B, H, T, T)."""
     bert = model.bert
     bool_mask = attention_mask_to_bool(mask, ids)  # (B, 1, 1, T)
     x = bert.embed(ids)  # (B, T, d_model)
@@ -661,9 +661,7 @@ def last_layer_attention(model: BERTForSequenceClassification, ids: Tensor, mask
         x = block(x, mask=bool_mask)
     last = bert.blocks[-1]
     assert isinstance(last, EncoderBlock)
-    _, weights = last.self_attn(x, mask=bool_mask, need_weights=True, average_attn_weights=False)
-    assert weights is not None
-    return weights  # (B, H, T, T)
+    return last.forward_with_weights(x, mask=bool_mask)[1]  # (B, H, T, T)
 
 
 # --------------------------------------------------------------------------------------------

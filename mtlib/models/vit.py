@@ -164,22 +164,6 @@ def _hf5_name(name: str) -> str:
     return name
 
 
-def _block_with_weights(block: EncoderBlock, x: Tensor) -> tuple[Tensor, Tensor]:
-    """A Pre-LN :class:`EncoderBlock`'s forward, also returning its attention weights.
-
-    The same two residual steps as ``block(x)`` (a test asserts it), written out so that the
-    attention is called with ``need_weights=True``.
-
-    Returns:
-        ``(x, weights)``: (B, T, d_model) and the weights of every head (B, H, T, T).
-    """
-    out, weights = block.self_attn(block.norm1(x), need_weights=True, average_attn_weights=False)
-    assert weights is not None  # for mypy: requested above
-    x = x + block.dropout1(out)  # (B, T, d_model)
-    x = x + block.dropout2(block.ff(block.norm2(x)))  # (B, T, d_model)
-    return x, weights
-
-
 class ViT(nn.Module):
     """The Vision Transformer: patch embedding, class token, learned positions, Pre-LN encoder.
 
@@ -253,7 +237,7 @@ class ViT(nn.Module):
         for block in self.layers:
             if return_attentions:
                 assert isinstance(block, EncoderBlock)  # for mypy: a ModuleList of them
-                x, weights = _block_with_weights(block, x)
+                x, weights = block.forward_with_weights(x)
                 attentions.append(weights)  # (B, H, 1 + N, 1 + N)
             else:
                 x = block(x)  # (B, 1 + N, d_model)
