@@ -151,6 +151,7 @@ def _fused_attention(
     bias: Tensor | None,
     dropout_p: float,
     is_causal: bool,
+    scale: float | None = None,
 ) -> Tensor:
     """The same as :func:`scaled_dot_product_attention`, through PyTorch's fused kernel.
 
@@ -164,12 +165,15 @@ def _fused_attention(
         bias: Float bias broadcastable to ``(B, H, Tq, Tk)``, or None.
         dropout_p: Dropout probability on the weights (0.0 at evaluation time).
         is_causal: Causal masking done by the kernel itself; only with no mask/bias and Tq == Tk.
+        scale: Factor on ``q k^T``; None means ``1 / sqrt(Dh)``.
 
     Returns:
         ``(B, H, Tq, Dh)``.
     """
     if mask is None and bias is None:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=is_causal)
+        return F.scaled_dot_product_attention(
+            q, k, v, dropout_p=dropout_p, is_causal=is_causal, scale=scale
+        )
     attn_mask: Tensor
     if bias is None:
         assert mask is not None
@@ -182,7 +186,7 @@ def _fused_attention(
         empty = (attn_mask == NEG_INF).all(dim=-1, keepdim=True)  # (..., Tq, 1)
         attn_mask = attn_mask.masked_fill(empty, 0.0)
     out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=attn_mask, dropout_p=dropout_p
+        q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale
     )  # (B, H, Tq, Dh)
     return out.masked_fill(empty, 0.0)  # (B, H, Tq, Dh)
 
@@ -335,6 +339,8 @@ class MultiHeadAttention(nn.Module):
         rotary: A :class:`~mtlib.positional.RotaryEmbedding` of width ``d_model / num_heads``:
             queries and keys are rotated by their positions inside each head (RoPE). Positions
             count from 0, plus the tokens already in a self-attention cache.
+        scale: Positive factor on ``q k^T``; None (the default) means ``1 / sqrt(d_head)``.
+            T5 uses ``1.0``: its query projection's initialisation absorbs the scaling.
     """
 
     def __init__(
@@ -347,9 +353,12 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         bias: bool = True,
         rotary: RotaryEmbedding | None = None,
+        scale: float | None = None,
     ) -> None:
         super().__init__()
         _check_mha_config(d_model, num_heads, kdim, vdim, dropout, rotary)
+        _check_scale(scale, "1/sqrt(d_head)")
+        self.scale = scale
         self.d_model = d_model
         self.num_heads = num_heads
         self.head_dim = d_model // num_heads  # d_head
@@ -454,9 +463,16 @@ class MultiHeadAttention(nn.Module):
             mask = _masks.combine(mask, _masks.causal_mask(q_len, k_len, device=q.device))
             is_causal = False  # the kernel cannot combine it with a mask itself
         if self.fused and not need_weights:
-            return _fused_attention(q, k, v, mask, bias, dropout_p, is_causal), None
+            return _fused_attention(q, k, v, mask, bias, dropout_p, is_causal, self.scale), None
         out, weights = scaled_dot_product_attention(
-            q, k, v, mask=mask, bias=bias, dropout_p=dropout_p, return_weights=True
+            q,
+            k,
+            v,
+            mask=mask,
+            bias=bias,
+            dropout_p=dropout_p,
+            scale=self.scale,
+            return_weights=True,
         )
         return out, (weights if need_weights else None)
 
@@ -667,13 +683,17 @@ def _check_sdpa_inputs(
     _masks.check_mask(mask, q.shape[-2], k.shape[-2], "mask", batch_shape=batch_shape)
     _check_bias(bias, q.shape[-2], k.shape[-2], batch_shape)
     _checks.probability(dropout_p, "dropout_p")
+    _check_scale(scale, "1/sqrt(d_k)")
+
+
+def _check_scale(scale: object, default: str) -> None:
     if scale is not None and (
         isinstance(scale, bool)
         or not isinstance(scale, (int, float))
         or not 0 < scale < float("inf")
     ):
         raise ValueError(
-            f"scale must be a positive finite number or None (1/sqrt(d_k)), got {scale!r}"
+            f"scale must be a positive finite number or None ({default}), got {scale!r}"
         )
 
 

@@ -848,3 +848,23 @@ def test_bad_input_raises_before_compute(case: str) -> None:
         call()
     computed = COMPUTE_OPS.intersection(ops.names)
     assert not computed, f"computed {computed} before raising"
+
+
+def test_mha_scale_is_applied_on_both_paths_and_checked():
+    """``scale=`` replaces 1/sqrt(d_head) on the fused and the explicit path (T5 uses 1.0)."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(12, 3, bias=False, scale=1.0).eval()
+    x, mem = torch.randn(2, 5, 12), torch.randn(2, 7, 12)
+    out_fused, _ = mha(x, mem, mem)
+    out_explicit, w = mha(x, mem, mem, need_weights=True, average_attn_weights=False)
+    q = mha.q_proj(x).view(2, 5, 3, 4).transpose(1, 2)  # (B, H, Tq, Dh)
+    k = mha.k_proj(mem).view(2, 7, 3, 4).transpose(1, 2)  # (B, H, Tk, Dh)
+    expected = torch.softmax(q @ k.transpose(-2, -1), dim=-1)  # no 1/sqrt(4)
+    torch.testing.assert_close(w, expected)
+    torch.testing.assert_close(out_fused, out_explicit)
+    default = MultiHeadAttention(12, 3, bias=False).eval()
+    default.load_state_dict(mha.state_dict())
+    assert not torch.allclose(default(x, mem, mem)[0], out_fused, atol=1e-3)
+    for bad in (0, -1.0, float("inf"), True, "1"):
+        with pytest.raises(ValueError, match=r"scale must be a positive finite number"):
+            MultiHeadAttention(12, 3, scale=bad)  # type: ignore[arg-type]
