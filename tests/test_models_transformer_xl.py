@@ -1,0 +1,188 @@
+"""Transformer-XL (mtlib.models.transformer_xl): the rel-shift trick, recurrence equal to a banded
+mask, no gradient through memories, shift invariance of the position term, bad inputs."""
+
+import pytest
+import torch
+
+from mtlib.models.transformer_xl import (
+    RelMultiHeadAttention,
+    TransformerXL,
+    TransformerXLConfig,
+    rel_shift,
+)
+from mtlib.positional import sinusoidal_table
+
+
+def _model(**overrides) -> TransformerXL:
+    fields = dict(vocab_size=13, d_model=18, num_heads=3, d_ff=22, num_layers=2, seg_len=5,
+                  mem_len=7, dropout=0.0)  # fmt: skip
+    torch.manual_seed(0)
+    model = TransformerXL(TransformerXLConfig(**{**fields, **overrides})).eval()
+    with torch.no_grad():  # u and v start at zero: make them (and everything) non-trivial
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    return model
+
+
+def test_rel_shift_equals_an_explicit_gather():
+    torch.manual_seed(0)
+    b, h, t, m = 2, 3, 5, 7
+    k = m + t
+    x = torch.randn(b, h, t, k)  # column c = distance k - 1 - c
+    out = rel_shift(x)
+    for i in range(t):
+        for j in range(i + m + 1):  # the causal keys
+            distance = i + m - j
+            assert out[:, :, i, j].equal(x[:, :, i, k - 1 - distance])
+
+
+def test_position_scores_are_q_plus_v_against_r_of_i_minus_j():
+    torch.manual_seed(1)
+    d, h, t, m = 18, 3, 4, 6
+    k = m + t
+    attn = RelMultiHeadAttention(d, h)
+    with torch.no_grad():
+        attn.v.normal_()
+    q = torch.randn(2, h, t, d // h)  # (B, H, T, Dh)
+    table = sinusoidal_table(k, d).float()  # row p = distance p
+    got = attn.position_scores(q, table.flip(0))  # (B, H, T, K)
+    w = attn.r_proj.weight.T.view(d, h, d // h)  # (d, H, Dh)
+    for i in range(t):
+        for j in range(i + m + 1):
+            r = torch.einsum("d,dhe->he", table[i + m - j], w)  # (H, Dh) R[i - j] W_R
+            want = ((q[:, :, i] + attn.v) * r).sum(-1)  # (B, H)
+            torch.testing.assert_close(got[:, :, i, j], want, atol=1e-5, rtol=1e-5)
+
+
+def test_position_term_depends_only_on_i_minus_j():
+    torch.manual_seed(2)
+    attn = RelMultiHeadAttention(18, 3)
+    t, m = 5, 7
+    q = torch.randn(1, 3, 1, 6).expand(1, 3, t, 6)  # the same query at every position
+    s = attn.position_scores(q, sinusoidal_table(m + t, 18).float().flip(0))  # (1, 3, T, K)
+    for i in range(t - 1):
+        for j in range(i + m + 1):  # shifting query and key by one keeps the score
+            torch.testing.assert_close(s[..., i + 1, j + 1], s[..., i, j])
+    assert (s[..., 0, 0] - s[..., 0, m]).abs().max() > 1e-3  # but distance matters
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_two_segments_with_memory_equal_one_pass_with_a_banded_mask(batch):
+    # one layer, mem_len == seg_len: segment 2 attends to segment 1 (its memory) and itself
+    seg = 5
+    model = _model(num_layers=1, mem_len=seg)
+    idx = torch.randint(0, 13, (batch, 2 * seg), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        first, mems = model(idx[:, :seg])
+        second, _ = model(idx[:, seg:], mems)
+        whole = _model(num_layers=1, seg_len=2 * seg, mem_len=0)
+        whole.load_state_dict(model.state_dict())
+        band = torch.zeros(2 * seg, 2 * seg, dtype=torch.bool)
+        for i in range(2 * seg):  # its own segment up to i, and all of the previous segment
+            band[i, max(0, (i // seg - 1) * seg) : i + 1] = True
+        full, _ = whole(idx, mask=band)
+    torch.testing.assert_close(torch.cat([first, second], 1), full, atol=1e-5, rtol=1e-5)
+    assert (second - whole(idx[:, seg:])[0]).abs().max() > 1e-3  # the memory changed segment 2
+
+
+def test_memories_carry_no_gradient():
+    model = _model().train()
+    idx = torch.randint(0, 13, (2, 10), generator=torch.Generator().manual_seed(4))
+    _, mems = model(idx[:, :5])
+    assert all(not m.requires_grad and m.grad_fn is None for m in mems)
+    logits, _ = model(idx[:, 5:], mems)
+    logits.square().mean().backward()
+    with_mems = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    with torch.no_grad():
+        _, frozen = model(idx[:, :5])
+    logits, _ = model(idx[:, 5:], frozen)
+    logits.square().mean().backward()
+    for a, p in zip(with_mems, model.parameters(), strict=True):
+        torch.testing.assert_close(a, p.grad)  # the first segment's graph took no gradient
+
+
+def test_memory_length_and_reach_over_three_segments():
+    model = _model(seg_len=5, mem_len=7)  # seg_len != mem_len
+    idx = torch.randint(0, 13, (3, 15), generator=torch.Generator().manual_seed(5))
+    mems, lengths, outs = None, [], []
+    with torch.no_grad():
+        for s in range(3):
+            logits, mems = model(idx[:, 5 * s : 5 * s + 5], mems)
+            lengths.append([m.shape[1] for m in mems])
+            outs.append(logits)
+        assert outs[0].shape == (3, 5, 13)
+        assert lengths == [[5, 5], [7, 7], [7, 7]]
+        # the memory holds the last 7 inputs of each layer: layer 0's are the embeddings
+        torch.testing.assert_close(mems[0], model.tok_emb(idx[:, 8:15]))
+        # a token two segments back still changes segment 3 (through memory)
+        changed = idx.clone()
+        changed[:, 3] = (changed[:, 3] + 1) % 13
+        m2 = None
+        for s in range(3):
+            logits2, m2 = model(changed[:, 5 * s : 5 * s + 5], m2)
+    assert (logits2 - outs[2]).abs().max() > 1e-4
+
+
+def test_causal_within_the_segment():
+    model = _model()
+    idx = torch.randint(0, 13, (2, 5), generator=torch.Generator().manual_seed(6))
+    changed = idx.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % 13
+    with torch.no_grad():
+        a, _ = model(idx)
+        b, _ = model(changed)
+    assert (a[:, :-1] - b[:, :-1]).abs().max() == 0
+    assert (a[:, -1] - b[:, -1]).abs().max() > 1e-4
+
+
+def test_no_memory_means_segments_are_independent():
+    model = _model(mem_len=0)
+    idx = torch.randint(0, 13, (2, 10), generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        _, mems = model(idx[:, :5])
+        second, _ = model(idx[:, 5:], mems)
+        alone, _ = model(idx[:, 5:])
+    assert [m.shape[1] for m in mems] == [0, 0]
+    assert second.equal(alone)
+
+
+def test_absolute_positions_repeat_in_every_segment():
+    model = _model(positions="absolute", mem_len=5)
+    seg = torch.randint(0, 13, (1, 5), generator=torch.Generator().manual_seed(8))
+    with torch.no_grad():
+        first, mems = model(seg)
+        second, _ = model(seg, mems)
+    # layer 0's memory is token + position: the same as the input of the repeated segment
+    torch.testing.assert_close(mems[0], model.tok_emb(seg) + model.table[:5])
+    assert first.shape == second.shape == (1, 5, 13)
+    assert (first - second).abs().max() > 1e-4  # the memory is read
+
+
+def test_bad_inputs_name_the_argument():
+    model = _model()
+    idx = torch.zeros(2, 5, dtype=torch.long)
+    with pytest.raises(TypeError, match="idx"):
+        model(idx.float())
+    with pytest.raises(ValueError, match="seg_len"):
+        model(torch.zeros(2, 6, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"idx ids must lie in \[0, 13\)"):
+        model(idx + 13)
+    with pytest.raises(ValueError, match="mems must be a list of 2"):
+        model(idx, model.init_mems(2)[:1])
+    with pytest.raises(ValueError, match="mems"):
+        model(idx, [torch.zeros(2, 3, 18), torch.zeros(2, 3, 17)])
+    with pytest.raises(ValueError, match="mem_len=7"):
+        model(idx, [torch.zeros(2, 8, 18)] * 2)
+    with pytest.raises(ValueError, match="mask"):
+        model(idx, mask=torch.ones(5, 6, dtype=torch.bool))
+    for bad, name in [
+        (dict(positions="rope"), "positions"),
+        (dict(d_model=17, num_heads=1), "d_model"),
+        (dict(num_heads=4), "num_heads"),
+        (dict(mem_len=-1), "mem_len"),
+        (dict(seg_len=0), "seg_len"),
+        (dict(dropout=1.0), "dropout"),
+    ]:
+        with pytest.raises(ValueError, match=name):
+            _model(**bad)
