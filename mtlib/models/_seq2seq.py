@@ -1,0 +1,180 @@
+"""What T5 and BART share: Hugging Face's attention mask, input checks and the generation loop.
+
+Both models are encoder-decoders with the same outer interface (``encode``, ``decode`` with a
+list of per-block :class:`~mtlib.blocks.DecoderCache`, ``new_cache``); :func:`generate` runs
+either of them token by token exactly as ``transformers``' greedy/sampling ``generate`` does:
+the decoder starts from ``decoder_start_token_id``, a row that has emitted ``eos_token_id`` is
+padded with ``pad_token_id`` afterwards, and the loop stops early once every row has finished.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from mtlib import _checks
+from mtlib.blocks import DecoderCache
+from mtlib.models.gpt import top_k_filter
+
+
+class EncoderDecoder(Protocol):
+    """The part of :class:`~mtlib.models.t5.T5` and :class:`~mtlib.models.bart.BART` that
+    :func:`generate` uses."""
+
+    training: bool
+
+    def encode(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor: ...
+
+    def decode(
+        self,
+        decoder_input_ids: Tensor,
+        memory: Tensor,
+        attention_mask: Tensor | None = None,
+        *,
+        cache: list[DecoderCache] | None = None,
+    ) -> Tensor: ...
+
+    def new_cache(self) -> list[DecoderCache]: ...
+
+    def train(self, mode: bool = True) -> EncoderDecoder: ...
+
+
+def key_mask(attention_mask: Tensor | None, input_ids: Tensor) -> Tensor | None:
+    """Hugging Face's ``attention_mask`` (B, T_enc), 1 = token, 0 = padding, as mtlib's boolean
+    key mask (B, 1, 1, T_enc), True = may attend; None stays None.
+
+    Args:
+        attention_mask: bool, integer or float tensor of 0s and 1s, shape (B, T_enc), or None.
+        input_ids: the encoder's token ids (B, T_enc), for the expected shape.
+
+    Raises:
+        TypeError / ValueError: naming ``attention_mask``, on a wrong type, shape or values.
+    """
+    if attention_mask is None:
+        return None
+    expected = f"(batch, T_enc) = {tuple(input_ids.shape)} with 1 = token, 0 = padding"
+    if not isinstance(attention_mask, Tensor) or attention_mask.dtype.is_complex:
+        got = type(attention_mask).__name__
+        raise TypeError(f"attention_mask must be a Tensor of shape {expected}, got {got}")
+    if tuple(attention_mask.shape) != tuple(input_ids.shape):
+        raise ValueError(
+            f"attention_mask must have shape {expected}, got {tuple(attention_mask.shape)}"
+        )
+    if attention_mask.device != input_ids.device:
+        raise ValueError(
+            f"attention_mask is on {attention_mask.device}, input_ids on {input_ids.device}"
+        )
+    if attention_mask.dtype != torch.bool:
+        if not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
+            raise ValueError(
+                "attention_mask must hold only 0 (padding) and 1 (token), Hugging Face's convention"
+            )
+        attention_mask = attention_mask != 0
+    return attention_mask[:, None, None, :]  # (B, 1, 1, T_enc)
+
+
+def check_memory(memory: object, batch: int, d_model: int) -> Tensor:
+    """``memory`` must be the encoder output (batch, T_enc, d_model)."""
+    expected = f"(batch={batch}, T_enc, d_model={d_model}), the output of encode"
+    return _checks.float_tensor(memory, "memory", expected, (batch, None, d_model))
+
+
+def check_same_batch(input_ids: Tensor, decoder_input_ids: Tensor) -> None:
+    """The encoder and decoder inputs must have the same batch size."""
+    if input_ids.shape[0] != decoder_input_ids.shape[0]:
+        raise ValueError(
+            f"decoder_input_ids must have batch size {input_ids.shape[0]} like input_ids, "
+            f"got {tuple(decoder_input_ids.shape)}"
+        )
+
+
+def check_cache(cache: object, num_blocks: int) -> list[DecoderCache] | None:
+    """``cache`` is None or one :class:`~mtlib.blocks.DecoderCache` per decoder block."""
+    if cache is None:
+        return None
+    if not isinstance(cache, list) or not all(isinstance(c, DecoderCache) for c in cache):
+        raise TypeError(
+            f"cache must be a list of DecoderCache (from new_cache()), got {type(cache).__name__}"
+        )
+    if len(cache) != num_blocks:
+        raise ValueError(
+            f"cache must hold one DecoderCache per decoder block ({num_blocks}), got {len(cache)}"
+        )
+    return cache
+
+
+def _check_generate_args(max_new_tokens: object, temperature: object, top_k: object) -> None:
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+        raise TypeError(f"max_new_tokens must be an int, got {type(max_new_tokens).__name__}")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or not temperature > 0
+    ):
+        raise ValueError(f"temperature must be a float > 0, got {temperature!r}")
+    if top_k is not None:
+        _checks.positive_int(top_k, "top_k")
+
+
+@torch.no_grad()
+def generate(
+    model: EncoderDecoder,
+    input_ids: Tensor,
+    max_new_tokens: int,
+    attention_mask: Tensor | None,
+    *,
+    start_id: int,
+    eos_id: int,
+    pad_id: int,
+    do_sample: bool,
+    temperature: float,
+    top_k: int | None,
+    generator: torch.Generator | None,
+    use_cache: bool,
+) -> Tensor:
+    """Decode up to ``max_new_tokens`` tokens after ``start_id``, in eval mode.
+
+    The encoder runs once. With ``use_cache`` every step feeds only the newest token: its keys
+    and values are appended to each block's self-attention cache, and the cross-attention
+    keys and values (the encoder memory projected by each block) are computed on the first
+    step and kept in a static cache. Without it, every step decodes the whole prefix again:
+    the same tokens, for more work (a test asserts they are equal).
+
+    Returns:
+        Token ids (B, 1 + n), n <= max_new_tokens: the start token, then the choices; after a
+        row's ``eos_id`` come ``pad_id``s; the loop ends once every row has its eos.
+    """
+    _check_generate_args(max_new_tokens, temperature, top_k)
+    if not isinstance(do_sample, bool):
+        raise TypeError(f"do_sample must be a bool, got {type(do_sample).__name__}")
+    was_training = model.training
+    model.train(False)
+    try:
+        memory = model.encode(input_ids, attention_mask)  # (B, T_enc, d_model), once
+        batch = input_ids.shape[0]
+        out = input_ids.new_full((batch, 1), start_id)  # (B, 1)
+        finished = torch.zeros(batch, dtype=torch.bool, device=input_ids.device)  # (B,)
+        cache = model.new_cache() if use_cache else None
+        for _ in range(max_new_tokens):
+            step = out[:, -1:] if use_cache else out  # (B, 1) or (B, t)
+            logits = model.decode(step, memory, attention_mask, cache=cache)[:, -1]  # (B, V)
+            logits = logits.float() / temperature
+            if top_k is not None:
+                logits = top_k_filter(logits, top_k)
+            if do_sample:
+                probs = torch.softmax(logits, dim=-1)  # (B, V)
+                next_id = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
+            else:
+                next_id = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
+            next_id = next_id.masked_fill(finished[:, None], pad_id)  # finished rows: padding
+            out = torch.cat([out, next_id], dim=1)  # (B, t + 1)
+            finished |= next_id[:, 0] == eos_id
+            if bool(finished.all()):
+                break
+    finally:
+        model.train(was_training)
+    return out
