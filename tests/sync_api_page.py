@@ -39,7 +39,9 @@ HEADER = """\
 Every public module of `mtlib`, generated from its docstrings (Google style; shapes are
 batch-first, see {doc}`notation`). A package's own entry shows its overview; its classes and
 functions are listed under the module that defines them. Types from PyTorch, NumPy and
-matplotlib are not linked (that would need the network at build time).
+matplotlib are not linked (that would need the network at build time). The book's Chinese
+edition shows this reference in English too: it is generated from the docstrings, which live in
+the code and change with it.
 
 <!-- Written by `python -m tests.sync_api_page`: edit that script, not this page. -->
 """
