@@ -9,13 +9,16 @@ padded with ``pad_token_id`` afterwards, and the loop stops early once every row
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from mtlib import _checks
 from mtlib.blocks import DecoderCache
+from mtlib.loading import load_weights
 from mtlib.models.gpt import top_k_filter
 
 
@@ -39,6 +42,39 @@ class EncoderDecoder(Protocol):
     def new_cache(self) -> list[DecoderCache]: ...
 
     def train(self, mode: bool = True) -> EncoderDecoder: ...
+
+
+def load_renamed(
+    module: nn.Module,
+    tensors: Mapping[str, Tensor],
+    renamed: Mapping[str, str],
+    renames: Iterable[tuple[str, str]],
+) -> None:
+    """:func:`~mtlib.loading.load_weights` after a first renaming pass, with errors that name
+    each tensor as the reference does.
+
+    Some names cannot go through a table of renames alone (T5's ``layer.1`` is the encoder's
+    feed-forward but the decoder's cross-attention): a model first gives those tensors an
+    intermediate name (``renamed``: theirs -> intermediate), then the table maps the rest.
+
+    Args:
+        module: ours, already on the right device and dtype.
+        tensors: the reference's tensors by their names.
+        renamed: an intermediate name for every key of ``tensors``.
+        renames: ``(intermediate, ours)`` pairs for :func:`~mtlib.loading.load_weights`.
+
+    Raises:
+        ValueError: on a missing, unexpected or misshapen tensor, naming the reference's tensor.
+    """
+    try:
+        load_weights(module, {renamed[k]: v for k, v in tensors.items()}, renames)
+    except ValueError as err:
+        message = str(err)
+        for theirs, middle in renamed.items():  # their name comes first in the message
+            if middle != theirs:  # whole names only: blocks.1.x is not inside blocks.11.x
+                pattern = rf"(?<![\w.]){re.escape(middle)}(?![\w.])"
+                message = re.sub(pattern, theirs, message, count=1)
+        raise ValueError(message) from None
 
 
 def key_mask(attention_mask: Tensor | None, input_ids: Tensor) -> Tensor | None:

@@ -37,7 +37,7 @@ Names follow Hugging Face's where they carry meaning (``shared``, ``relative_att
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -48,7 +48,6 @@ from torch import Tensor, nn
 from mtlib import _checks
 from mtlib.attention import MultiHeadAttention
 from mtlib.blocks import DecoderCache, GELUTanh
-from mtlib.loading import load_weights
 from mtlib.models import _seq2seq
 from mtlib.positional import RelativePositionBias
 
@@ -597,18 +596,11 @@ class T5(nn.Module):
             if head is None and shared is not None:
                 state["lm_head.weight"] = shared  # ours is the same Parameter: fill both names
         ours = cls(config).to(next(iter(state.values())))
-        renamed = hf_layer_names(state)
-        try:
-            load_weights(ours, renamed, HF_RENAMES)
-        except ValueError as err:  # name the tensor as Hugging Face does, not by its role name
-            message = str(err)
-            for theirs, role_name in zip(state, renamed, strict=True):
-                message = re.sub(rf"(?<![\w.]){re.escape(role_name)}(?![\w.])", theirs, message)
-            raise ValueError(message) from None
+        _seq2seq.load_renamed(ours, state, hf_layer_names(state), HF_RENAMES)
         return ours.train(model.training)
 
 
-def hf_layer_names(tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:
+def hf_layer_names(names: Iterable[str]) -> dict[str, str]:
     """Rename Hugging Face T5's numbered sub-layers by role, and move the position bias.
 
     ``encoder.block.3.layer.1.X`` becomes ``encoder.blocks.3.feed_forward.X`` (the encoder's
@@ -617,13 +609,14 @@ def hf_layer_names(tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:
     (the one every block uses). Other names pass through.
 
     Args:
-        tensors: Hugging Face's tensors by name.
+        names: Hugging Face's tensor names.
 
     Returns:
-        The same tensors under the intermediate names that :data:`HF_RENAMES` maps to ours.
+        ``{their name: intermediate name}``, which :data:`HF_RENAMES` then maps to ours.
     """
-    out: dict[str, Tensor] = {}
-    for name, value in tensors.items():
+    out: dict[str, str] = {}
+    for theirs in names:
+        name = theirs
         bias = re.fullmatch(r"(encoder|decoder)\.block\.0\.layer\.0\.SelfAttention\.(relative_attention_bias\.weight)", name)  # fmt: skip
         layer = re.fullmatch(r"(encoder|decoder)\.block\.(\d+)\.layer\.(\d+)\.(.*)", name)
         if bias is not None:
@@ -633,7 +626,7 @@ def hf_layer_names(tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:
             roles = _HF_ROLES[stack]
             role = roles[index] if index < len(roles) else f"layer.{index}"  # unknown: reported
             name = f"{stack}.blocks.{block}.{role}.{rest}"
-        out[name] = value
+        out[theirs] = name
     return out
 
 
