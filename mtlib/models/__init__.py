@@ -1,4 +1,4 @@
-"""Whole models built from mtlib's attention and blocks: BERT, GPT and ViT.
+"""Whole models built from mtlib's attention and blocks: BERT, GPT, ViT, T5 and BART.
 
 Each file is one model, readable in one sitting: a config dataclass, the module, and a
 ``from_hf`` that loads a Hugging Face ``transformers`` model of the same architecture through
@@ -8,8 +8,11 @@ imports ``transformers``: ``from_hf`` only reads the model's ``state_dict()`` an
 - :mod:`mtlib.models.bert`  encoder-only, masked-LM pretraining and the 80/10/10 rule (chapter 9)
 - :mod:`mtlib.models.gpt`   decoder-only, sampling and the KV cache (chapters 10 and 12)
 - :mod:`mtlib.models.vit`   patches, class token, attention rollout (chapter 11)
+- :mod:`mtlib.models.t5`    text-to-text encoder-decoder, RMSNorm, relative position bias (chapter 14)
+- :mod:`mtlib.models.bart`  denoising encoder-decoder, post-norm blocks, learned positions (chapter 14)
 """
 
+from mtlib.models.bart import BART, BARTConfig
 from mtlib.models.bert import (
     BERT,
     BERTConfig,
@@ -18,9 +21,12 @@ from mtlib.models.bert import (
     mask_tokens,
 )
 from mtlib.models.gpt import GPT, GPTConfig
+from mtlib.models.t5 import T5, T5Config
 from mtlib.models.vit import PatchEmbedding, ViT, ViTConfig, attention_rollout
 
 __all__ = [
+    "BART",
+    "BARTConfig",
     "BERT",
     "BERTConfig",
     "BERTForMaskedLM",
@@ -32,4 +38,6 @@ __all__ = [
     "ViT",
     "ViTConfig",
     "attention_rollout",
+    "T5",
+    "T5Config",
 ]
