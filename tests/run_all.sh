@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite, stage by stage, with each stage's run time:
 #   1. lint (ruff) and types (mypy on mtlib/)  2. unit tests of mtlib (+ coverage of the core modules)
-#   3. strict nbval on every chapter, with each notebook's execution time against its budget
-#   4. a clean, warning-free book build (-W -n)
-#   5. every page of the built book in a real browser (chromium), offline (tests/test_browser.py)
+#   3. the Chinese edition's catalogs (python -m tests.i18n check): up to date with the English
+#      sources, the coverage table (every page >= 95%), no markup damage, msgfmt -c
+#   4. strict nbval on every chapter, with each notebook's execution time against its budget
+#   5. a clean, warning-free build (-W -n) of both editions: English, then zh_CN from the same sources
+#   6. drift: every code cell and output of every zh_CN chapter byte-identical to the English page
+#   7. every page of both built editions in a real browser (chromium), offline (tests/test_browser.py)
 # It runs with the network cut (unshare -n, loopback only, which nbval's kernels need) when
 # the machine allows it, which proves that nothing downloads anything. Run from anywhere.
 set -euo pipefail
@@ -35,12 +38,16 @@ stage types mypy
 stage unit python -m pytest tests -q -p no:cacheprovider --cov=mtlib --cov-report=term
 stage coverage python -m coverage report --fail-under=90 \
     --include='*/mtlib/attention.py,*/mtlib/masks.py,*/mtlib/positional.py,*/mtlib/blocks.py,*/mtlib/transformer.py,*/mtlib/loading.py,*/mtlib/_checks.py'
+# the Chinese edition's catalogs: up to date, coverage table (>= 95% per page), markup, msgfmt -c (about 20 s)
+stage i18n python -m tests.i18n check
 # the bug zoo: every mutant of tests/mutants/catalogue.py must be killed (about 4-7 min)
 stage mutants python -m tests.mutants
 stage nbval python -m pytest chapters -q -p no:cacheprovider --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
     -p tests.nbval_timing  # prints each notebook's time; budgets: 90 s each, 12 min in all
 rm -rf _build
-stage book jupyter-book build . -W -n --keep-going
+# both editions, each jupyter-book build . -W -n --keep-going: _build/html and _build/html/zh_CN
+stage book python -m tests.i18n build
+stage drift python -m tests.i18n drift
 # Needs chromium (Debian package; .ci/run installs it). Screenshots go to _build/screenshots/.
 stage browser env MTLIB_BROWSER=1 python -m pytest tests/test_browser.py -q -p no:cacheprovider
 

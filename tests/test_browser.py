@@ -1,8 +1,8 @@
 """The built book in a real browser: every page of _toc.yml, served locally, fully offline.
 
-Run after a clean build (``tests/run_all.sh`` does, in its ``browser`` stage)::
+Run after a clean build of both editions (``tests/run_all.sh`` does, in its ``browser`` stage)::
 
-    rm -rf _build && jupyter-book build . -W -n --keep-going
+    rm -rf _build && python -m tests.i18n build
     MTLIB_BROWSER=1 python -m pytest tests/test_browser.py
 
 It drives Debian's ``chromium`` (``apt-get install chromium``; or set ``CHROMIUM`` to another
@@ -11,8 +11,10 @@ Every request that is not to the local server is refused, so the test means the 
 without a network: a page that needs a CDN fails here. Per page: the title, math typeset by
 the bundled MathJax (no raw ``\\(``, no MathJax errors), every image loaded, no failed local
 request, no JavaScript error (except the allow-list below), and on chapters that call
-``viz.explorer`` the saved widget state and the widgets drawn. Screenshots of one chapter are
-written to ``_build/screenshots/``.
+``viz.explorer`` the saved widget state and the widgets drawn. Every page is checked in both
+editions (English, and the Chinese one under ``zh_CN/``), with the language switch leading to the
+same page in the other edition; search is tried with an English and a Chinese word. Screenshots
+of one chapter are written to ``_build/screenshots/``.
 
 Without ``MTLIB_BROWSER=1`` (the unit-test stage, before the book is built) the module is skipped.
 """
@@ -60,6 +62,8 @@ ALLOWED_CONSOLE_ERRORS = [
 
 PAGES = [TOC["root"], *toc_files(TOC)]
 CHAPTERS = [p for p in PAGES if p.startswith("chapters/")]
+ZH = "zh_CN/"  # the Chinese edition, built beside the English one (python -m tests.i18n build)
+EDITIONS = ["", ZH]
 
 
 def _uses_explorer(page: str) -> bool:
@@ -158,9 +162,10 @@ _PROSE_TEXT = """() => {
 }"""
 
 
+@pytest.mark.parametrize("edition", EDITIONS, ids=["en", "zh_CN"])
 @pytest.mark.parametrize("page", PAGES)
-def test_page_renders_offline(visit, page):
-    v = visit(f"{page}.html")
+def test_page_renders_offline(visit, page, edition):
+    v = visit(f"{edition}{page}.html")
     v.wait_for_math()
     p = v.page
 
@@ -201,14 +206,26 @@ def test_page_renders_offline(visit, page):
             f"{page}: slider drawn without a handle"
         )
 
+    # The language switch: the same page in the other edition, and it exists.
+    switch = p.locator("a.lang-switch")
+    assert switch.count() == 1, f"{edition}{page}: no language switch"
+    href = switch.get_attribute("href") or ""
+    other = "" if edition else ZH
+    assert href.split("#")[0].split("?")[0].endswith(f"/{other}{page}.html"), f"{edition}{page}: switch goes to {href}"
+    assert edition or "/zh_CN/" in href, href
+    assert not edition or "/zh_CN/" not in href, href
+    assert p.request.get(href).ok, f"{edition}{page}: the language switch's target {href} is missing"
+    assert switch.inner_text().strip() == ("English" if edition else "中文")
+
     assert not v.failed, f"{page}: failed local requests: {v.failed}"
     assert not v.refused, f"{page}: the page tried to reach the network: {sorted(set(v.refused))[:5]}"
     assert not v.unexpected_errors(), f"{page}: JavaScript errors: {v.unexpected_errors()}"
 
 
+@pytest.mark.parametrize("edition", EDITIONS, ids=["en", "zh_CN"])
 @pytest.mark.parametrize("page", CHAPTERS)
-def test_chapter_has_launch_download_and_repository_buttons(visit, page):
-    v = visit(f"{page}.html")
+def test_chapter_has_launch_download_and_repository_buttons(visit, page, edition):
+    v = visit(f"{edition}{page}.html")
     hrefs = v.page.evaluate("() => [...document.querySelectorAll('a[href]')].map(a => a.href)")
     repo = CONFIG["repository"]["url"]
     name = page.split("/")[-1]
@@ -220,8 +237,9 @@ def test_chapter_has_launch_download_and_repository_buttons(visit, page):
     assert v.page.request.get(downloads[0]).ok, f"the download {downloads[0]} is missing from the build"
 
 
-def test_search_finds_pages(visit):
-    v = visit("search.html?q=softmax")
+@pytest.mark.parametrize(("edition", "word"), [("", "softmax"), (ZH, "注意力"), (ZH, "掩码")])
+def test_search_finds_pages(visit, edition, word):
+    v = visit(f"{edition}search.html?q={word}")
     v.page.wait_for_function("() => document.querySelectorAll('#search-results li').length > 0", timeout=30_000)
     titles = v.page.locator("#search-results li a").all_inner_texts()
     assert any(t.strip() for t in titles), "search returned no linked results"
@@ -247,3 +265,37 @@ def test_screenshot_of_a_chapter_with_math_and_a_widget(visit):
         v.page.wait_for_timeout(300)
         v.page.screenshot(path=str(SCREENSHOTS / f"{name}_widget.png"))
     assert list(SCREENSHOTS.glob(f"{name}_*.png")), "no screenshot written"
+
+
+@pytest.fixture(scope="module")
+def prefixed_server():
+    """The same build served one folder up, so that the book lives under the prefix /html/."""
+    handler = functools.partial(_QuietHandler, directory=str(HTML.parent))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/html"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.mark.parametrize("edition", EDITIONS, ids=["en", "zh_CN"])
+def test_language_switch_works_from_file_urls_and_under_a_prefix(browser, prefixed_server, edition):
+    page = CHAPTERS[0]
+    other = "" if edition else ZH
+    context = browser.new_context()
+    context.route("http*://**/*", lambda r: r.continue_() if r.request.url.startswith(prefixed_server) else r.abort())
+    try:
+        p = context.new_page()
+        p.goto((HTML / f"{edition}{page}.html").as_uri(), wait_until="load")
+        href = p.locator("a.lang-switch").get_attribute("href")
+        assert href == (HTML / f"{other}{page}.html").as_uri(), f"from file://: {href}"
+
+        p.goto(f"{prefixed_server}/{edition}{page}.html#learning-goals", wait_until="load")
+        href = p.locator("a.lang-switch").get_attribute("href")
+        assert href == f"{prefixed_server}/{other}{page}.html#learning-goals", f"under a prefix: {href}"
+        p.locator("a.lang-switch").click()
+        p.wait_for_load_state("load")
+        assert p.url.startswith(f"{prefixed_server}/{other}{page}.html")
+        assert p.locator("a.lang-switch").inner_text().strip() == ("中文" if edition else "English")
+    finally:
+        context.close()

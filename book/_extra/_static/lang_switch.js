@@ -62,7 +62,7 @@
     a.setAttribute("hreflang", other.isZh ? "en" : "zh-CN");
     a.setAttribute("lang", other.isZh ? "en" : "zh-CN");
     a.title = other.isZh ? "Read this page in English" : "阅读本页的中文版";
-    a.style.cssText = "font-weight:600; margin-right:0.5rem; white-space:nowrap;";
+    a.style.cssText = "font-size:0.95rem; font-weight:600; margin-right:0.5rem; white-space:nowrap;";
     var bar = document.querySelector(".article-header-buttons");
     if (bar) {
       bar.insertBefore(a, bar.firstChild);
