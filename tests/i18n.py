@@ -33,9 +33,11 @@ import io
 import os
 import re
 import shutil
+import string
 import subprocess
 import sys
 import tempfile
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -338,8 +340,6 @@ _TAG = re.compile(r"</?[a-zA-Z][\w-]*(?:\s[^<>]*)?/?>")
 _FOOTNOTE = re.compile(r"\[\^[^\]\s]+\]")
 _SUBST = re.compile(r"\{\{[^{}]*\}\}")
 _BLOCK_START = re.compile(r"\d+[.)]\s|[-*+]\s|#{1,6}\s|>\s?")
-_FULLWIDTH_CLOSE = "，。：；！？、）》」』”’"
-_FULLWIDTH_OPEN = "（《「『“‘"
 
 
 def _role_key(role: str) -> str:
@@ -359,9 +359,8 @@ def markup_problems(msgid: str, msgstr: str) -> list[str]:
     ``<https://...>``, HTML tags, footnote references, substitutions, and the number of ``**``.
     A footnote reference (``[^name]``) is reported in any translated message: MyST cannot
     translate it. Also the traps of a Chinese msgstr: a start that makes it a list, heading or quote
-    ("1. ": Sphinx then drops the translation silently; write "1\\. "), and bold that ends in
-    full-width punctuation right before text, or starts with it right after text (no longer
-    bold in MyST: add a space).
+    ("1. ": Sphinx then drops the translation silently; write "1\\. "), and ``**`` that CommonMark
+    cannot read as bold next to full-width punctuation (:func:`_bold_problems`).
     """
     out = []
     roles = [_ROLE.findall(msgid), _ROLE.findall(msgstr)]
@@ -398,14 +397,36 @@ def markup_problems(msgid: str, msgstr: str) -> list[str]:
         out.append(
             f"starts with {start.group(0)!r}: Sphinx reads a list/heading/quote and drops it (escape: '1\\. ')"
         )
-    if re.search(rf"\*\*[^*\s][^*]*[{_FULLWIDTH_CLOSE}]\*\*[^\s*{_FULLWIDTH_CLOSE}]", msgstr):
-        out.append(
-            "bold ends in full-width punctuation right before text: not bold in MyST (add a space after **)"
-        )
-    if re.search(rf"[^\s*]\*\*[{_FULLWIDTH_OPEN}][^*]*\*\*", msgstr):
-        out.append(
-            "bold starts with full-width punctuation right after text: not bold in MyST (add a space before **)"
-        )
+    out += _bold_problems(msgstr)
+    return out
+
+
+def _is_punct(ch: str) -> bool:
+    """CommonMark's punctuation: ASCII punctuation or a Unicode P* character (，。（ ...)."""
+    return ch in string.punctuation or unicodedata.category(ch).startswith("P")
+
+
+def _bold_problems(text: str) -> list[str]:
+    """``**`` that CommonMark will not read as bold where the text means it.
+
+    The n-th ``**`` opens when n is odd and closes when even. An opener must be left-flanking:
+    not followed by a space, and if followed by punctuation, preceded by a space or punctuation.
+    A closer must be right-flanking, the mirror image. Chinese full-width punctuation is
+    punctuation, and an ideograph is not a space: ``**注意：**这里`` is not bold.
+    """
+    out = []
+    runs = [m.start() for m in re.finditer(r"(?<!\*)\*\*(?!\*)", text)]
+    for n, at in enumerate(runs):
+        before = text[at - 1] if at > 0 else " "
+        after = text[at + 2] if at + 2 < len(text) else " "
+        if n % 2 == 0 and _is_punct(after) and not (before.isspace() or _is_punct(before)):
+            out.append(
+                f"bold: '**' before {after!r} right after text does not open bold (add a space before **)"
+            )
+        if n % 2 == 1 and _is_punct(before) and not (after.isspace() or _is_punct(after)):
+            out.append(
+                f"bold: '**' after {before!r} right before text does not close bold (add a space after **)"
+            )
     return out
 
 

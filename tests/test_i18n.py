@@ -35,6 +35,13 @@ GOOD = [
     ),
     ("**Bold** words and a <br> tag.", "**粗体** 文字和一个 <br> 标签。"),
     ("1. Why attention", "1\\. 为什么需要注意力"),
+    # bold next to full-width punctuation that CommonMark still reads as bold
+    ("the **mask** (", "**掩码（mask）**（"),
+    (
+        "**Knowledge distillation** {cite}`hinton2015distilling`",
+        "**知识蒸馏（knowledge distillation）**{cite}`hinton2015distilling`",
+    ),
+    ("**Note:** here", "**注意：** 这里"),
     ("$$\na = b\n$$", "$$\na = b\n$$"),
 ]
 
@@ -61,8 +68,8 @@ DAMAGE = [
     ("starts with", "1. Why attention", "1. 为什么需要注意力"),
     ("starts with", "Minus one", "- 减一"),
     ("footnote", "One score.[^state] The rest.", "一个分数。其余。"),
-    ("bold ends in full-width", "**Knowledge distillation:** trains", "**知识蒸馏：**训练"),
-    ("bold starts with full-width", "the (**key**) part", "这个**（键）**部分"),
+    ("bold", "**Knowledge distillation:** trains", "**知识蒸馏：**训练"),
+    ("bold", "the (**key**) part", "这个**（键）**部分"),
 ]
 
 
