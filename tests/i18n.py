@@ -61,6 +61,13 @@ PO_WIDTH = 76  # what sphinx-intl writes; keep it, so that a refresh re-wraps no
 # Minimum share of translated messages on every page, in percent (CI: check --min-coverage).
 MIN_COVERAGE = 95.0
 PAGE_SUFFIXES = (".md", ".ipynb")
+# babel flags any message with "%" or "{name}" as a Python format string; ours are prose.
+FORMAT_FLAGS = {
+    "python-format",
+    "no-python-format",
+    "python-brace-format",
+    "no-python-brace-format",
+}
 # The theme strings the theme leaves English (sphinx-book-theme's search box placeholder).
 ZH_THEME_OPTIONS = {"search_bar_text": "搜索本书……"}
 
@@ -189,6 +196,8 @@ def update_catalogs(pot_dir: Path, locale_dir: Path, only: Sequence[str] = ()) -
             cat = template
             cat.locale = LANG
             status = "created"
+        for message in cat:  # prose, not format strings: babel's guesses ("10% longer") only
+            message.flags -= FORMAT_FLAGS  # make msgfmt -c fail on a faithful "10%，"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(_po_bytes(cat))
         changed[domain] = status

@@ -205,11 +205,11 @@ def test_a_new_english_paragraph_makes_the_check_fail_and_extract_marks_edits_fu
 
     page = root / "page.md"
     page.write_text(
-        "# A page\n\nAttention is a soft dictionary lookup.\n\nA new English paragraph.\n"
+        "# A page\n\nAttention is a soft dictionary lookup.\n\nA new English paragraph, 10% longer.\n"
     )
     pot = i18n.run_extraction(root, root / "_build" / "i18n")
     stale = i18n.stale_catalogs(pot, root / "locale")
-    assert any("new English message" in s and "A new English paragraph." in s for s in stale), stale
+    assert any("new English message" in s and "A new English paragraph" in s for s in stale), stale
     assert any("no longer in the English" in s for s in stale), stale
 
     assert i18n.update_catalogs(pot, root / "locale") == {"page": "updated"}
@@ -220,6 +220,12 @@ def test_a_new_english_paragraph_makes_the_check_fail_and_extract_marks_edits_fu
     assert entry.previous_msgid == "Attention is a soft lookup."
     cov = i18n.coverage(po_file, "page")
     assert (cov.translated, cov.fuzzy, cov.untranslated) == (0, 1, 2)
+
+    # "10%" is prose, not a format string: a faithful "10%，" passes msgfmt -c
+    po = polib.pofile(str(po_file))
+    po.find("A new English paragraph, 10% longer.").msgstr = "新的英文段落，长 10%，"
+    po.save()
+    assert i18n.msgfmt_problems(po_file) == []
 
 
 def test_a_page_without_a_catalog_and_a_catalog_without_a_page_are_errors(tiny_book, tmp_path):
