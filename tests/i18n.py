@@ -484,10 +484,17 @@ def msgfmt_problems(po_file: Path) -> list[str]:
 
 def check(root: Path, minimum: float, fresh: bool = False) -> int:
     """All four catalog checks; print a report and return the number of failures."""
-    locale_dir = root / LOCALE
     out = Path(tempfile.mkdtemp(prefix="i18n-check-")) if fresh else root / EXTRACT_OUT
     print(f"extracting the English messages into {out} ...", flush=True)
-    pot_dir = run_extraction(root, out)
+    try:
+        return _check(root, run_extraction(root, out), minimum)
+    finally:
+        if fresh:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def _check(root: Path, pot_dir: Path, minimum: float) -> int:
+    locale_dir = root / LOCALE
     failures = 0
 
     stale = stale_catalogs(pot_dir, locale_dir)

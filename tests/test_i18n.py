@@ -330,3 +330,20 @@ def test_every_catalog_domain_is_a_page_of_the_book():
     pages = set(i18n.toc_pages(ROOT / "_toc.yml")) | {i18n.TOC_CATALOG}
     domains = set(i18n.catalogs(ROOT / i18n.LOCALE / i18n.LANG / "LC_MESSAGES", ".po"))
     assert domains <= pages, f"catalogs of no page: {sorted(domains - pages)}"
+
+
+def test_check_fails_below_the_coverage_bar_and_passes_when_all_is_translated(
+    tiny_book, tmp_path, capsys
+):
+    root = tmp_path / "book"
+    shutil.copytree(tiny_book, root)
+    assert i18n.check(root, minimum=95) > 0  # nothing translated yet
+    assert "0.0  < min" in capsys.readouterr().out
+    for po_file in i18n.catalogs(root / "locale" / "zh_CN" / "LC_MESSAGES", ".po").values():
+        po = polib.pofile(str(po_file))
+        for entry in po:
+            entry.msgstr = "译文 " + entry.msgid if "`" not in entry.msgid else entry.msgid
+        po.save()
+    assert i18n.check(root, minimum=95) == 0
+    out = capsys.readouterr().out
+    assert "i18n check: passed" in out and "all pages" in out
