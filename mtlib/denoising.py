@@ -109,6 +109,7 @@ def random_spans_noise_mask(
     *,
     noise_density: float = 0.15,
     mean_span_length: float = 3.0,
+    random_roll: bool = False,
     generator: torch.Generator | None = None,
 ) -> Tensor:
     """T5's noise mask: ``round(length * noise_density)`` noise tokens in spans of mean length.
@@ -117,12 +118,15 @@ def random_spans_noise_mask(
     in ``[1, length - 1]``, the number of spans is ``max(1, round(noise / mean_span_length))``; the
     noise tokens and the kept tokens are each cut into that many non-empty pieces uniformly at
     random, and the pieces alternate, kept first. So the mean span length is exact per sequence
-    up to rounding, and no two spans touch.
+    up to rounding, and no two spans touch. It also means that the LAST token is always noise
+    (the pieces end with a noise piece): T5's later code added ``random_roll``, which rotates
+    the mask by a random offset to remove this bias (a span may then wrap around the end).
 
     Args:
         length: sequence length ``T >= 2``.
         noise_density: share of tokens to corrupt, in (0, 1); T5 uses 0.15.
         mean_span_length: mean length of a noise span, ``>= 1``; T5 uses 3.
+        random_roll: rotate the mask by a random offset (default False, as in T5's code).
         generator: a seeded ``torch.Generator`` (``None``: the global one).
 
     Returns:
@@ -149,7 +153,10 @@ def random_spans_noise_mask(
         -1
     )  # (2S,) kept, noise, ..
     piece = torch.repeat_interleave(torch.arange(2 * num_spans), interleaved)  # (T,) piece index
-    return piece % 2 == 1
+    noise = piece % 2 == 1
+    if random_roll:
+        noise = noise.roll(int(torch.randint(0, length, (1,), generator=generator)))
+    return noise
 
 
 def span_corruption(
@@ -159,6 +166,7 @@ def span_corruption(
     mean_span_length: float = 3.0,
     sentinel_ids: Sequence[int],
     eos_id: int | None = None,
+    random_roll: bool = False,
     generator: torch.Generator | None = None,
 ) -> tuple[Tensor, Tensor]:
     """T5's objective: drop spans from the input, one sentinel each; the target lists the spans.
@@ -175,6 +183,7 @@ def span_corruption(
         sentinel_ids: distinct ids of the sentinels, at least as many as spans (about
             ``T * noise_density / mean_span_length``); they must not occur in ``tokens``.
         eos_id: appended to input and target when given.
+        random_roll: rotate the noise mask (see :func:`random_spans_noise_mask`).
         generator: a seeded ``torch.Generator``.
 
     Returns:
@@ -188,8 +197,8 @@ def span_corruption(
         raise ValueError(
             "tokens already contain one of sentinel_ids: the targets would be ambiguous"
         )
-    noise = random_spans_noise_mask(tokens.numel(), noise_density=noise_density,
-                                    mean_span_length=mean_span_length, generator=generator)  # fmt: skip
+    noise = random_spans_noise_mask(tokens.numel(), noise_density=noise_density, mean_span_length=mean_span_length,
+                                    random_roll=random_roll, generator=generator)  # fmt: skip
     starts = noise & ~torch.cat(
         [torch.zeros(1, dtype=torch.bool), noise[:-1]]
     )  # (T,) first of a span

@@ -199,3 +199,23 @@ def test_bart_bad_arguments_are_named():
     with pytest.raises(TypeError, match="tokens must be"):
         dn.token_deletion([1, 2, 3])
     assert torch.equal(dn.token_masking(tokens, mask_id=3, p=0.0), tokens)
+
+
+def test_noise_always_ends_the_sequence_unless_rolled():
+    ends, ends_rolled, starts_rolled = 0, 0, 0
+    for seed in range(400):
+        plain = dn.random_spans_noise_mask(60, generator=gen(seed))
+        rolled = dn.random_spans_noise_mask(60, random_roll=True, generator=gen(seed))
+        assert int(rolled.sum()) == 9  # the same count of noise tokens
+        ends += int(plain[-1])
+        ends_rolled += int(rolled[-1])
+        starts_rolled += int(rolled[0])
+    assert ends == 400  # T5's code (random_roll=False): the last piece is always noise
+    assert (
+        0.08 < ends_rolled / 400 < 0.24 and starts_rolled > 0
+    )  # rolled: about 15%, and wrapped spans
+    tokens = torch.arange(10, 70)
+    inputs, targets = dn.span_corruption(
+        tokens, sentinel_ids=SENTINELS, random_roll=True, generator=gen(1)
+    )
+    assert torch.equal(dn.span_corruption_inverse(inputs, targets, sentinel_ids=SENTINELS), tokens)

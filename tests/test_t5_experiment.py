@@ -1,0 +1,98 @@
+"""Chapter 14's experiments: both checkpoints load into the current code and reproduce their
+reports on held-out items, training retraces the scripts' curves, and the tasks are what they say.
+
+The full reproduction (``python -m mtlib.experiments.t5_pretrain``, about 15 minutes on one CPU
+thread) is the slow test at the end, skipped unless ``MTLIB_SLOW=1``.
+"""
+
+import os
+
+import pytest
+import torch
+
+from mtlib.experiments import t5_pretrain as tp
+from mtlib.models.t5 import T5
+
+
+@pytest.fixture(scope="module")
+def multitask():
+    return tp.load_multitask()
+
+
+@pytest.fixture(scope="module")
+def pretrain():
+    return tp.load_pretrain()
+
+
+def test_checkpoints_are_small_and_load_into_the_current_code(multitask, pretrain):
+    for path in (tp.MULTITASK_CHECKPOINT, tp.PRETRAIN_CHECKPOINT):
+        assert path.stat().st_size < 2_000_000
+    model, report = multitask
+    assert isinstance(model, T5) and not model.training
+    assert sorted(report["runs"]) == sorted(f"{k}/{s}" for k in ("multitask", *tp.TASKS) for s in (0, 1, 2))
+    models, report = pretrain
+    assert sorted(models) == ["finetuned", "pretrained"]
+    assert sorted(report["runs"]) == sorted(f"{k}/{s}" for k in ("pretrain", "pretrained", "scratch") for s in (0, 1, 2))
+
+
+def test_multitask_checkpoint_reproduces_its_accuracy_on_held_out_items(multitask):
+    model, report = multitask
+    for task in tp.TASKS:
+        got = tp.evaluate_task(model, task, n=60)  # the first 60 of the report's 300
+        full = report["runs"]["multitask/0"]["accuracy"][task]
+        assert got >= full - 0.1, (task, got, full)  # 60 of 300 items: within sampling error
+    assert tp.evaluate_task(model, "reverse") == report["runs"]["multitask/0"]["accuracy"]["reverse"]
+
+
+def test_pretrain_checkpoint_reproduces_its_report(pretrain):
+    models, report = pretrain
+    last = report["runs"]["pretrained/0"]["evals"][-1]
+    got = tp.fill_metrics(models["finetuned"])
+    assert abs(got["loss"] - last["loss"]) < 1e-3 and abs(got["top5"] - last["top5"]) < 1e-6
+    assert tp.zero_shot_fill(models["pretrained"]) == pytest.approx(report["runs"]["pretrain/0"]["zero_shot"])
+    assert report["majority"] == pytest.approx(tp.majority_baseline())
+
+
+def test_training_retraces_the_scripts_curves(multitask, pretrain):
+    _, report = multitask
+    _, history = tp.run_multitask(0, steps=5)
+    torch.testing.assert_close(history.loss, report["runs"]["multitask/0"]["loss"][:5], atol=2e-4, rtol=0)
+    _, report = pretrain
+    _, history = tp.run_pretrain(0, steps=5)
+    torch.testing.assert_close(history.loss, report["runs"]["pretrain/0"]["loss"][:5], atol=2e-4, rtol=0)
+
+
+def test_tasks_splits_and_batches():
+    g = torch.Generator().manual_seed(0)
+    for task in tp.TASKS:
+        train = tp.task_examples(task, 50, split="train", generator=g)
+        held = tp.task_examples(task, 50, split="heldout", generator=g)
+        assert not {tuple(s) for s, _ in train} & {tuple(s) for s, _ in held}
+        assert all(s[0] == f"{task}:" for s, _ in train)
+    source, target = tp.task_examples("sort", 1, split="train", generator=g)[0]
+    assert target == sorted(source[1:])
+    batch = tp.make_batch([([5, 6, 7], [8]), ([9], [10, 11])])
+    assert batch.input_ids.tolist() == [[5, 6, 7, 1], [9, 1, 0, 0]]
+    assert batch.labels.tolist() == [[8, 1, 0], [10, 11, 1]]
+    assert batch.decoder_input_ids.tolist() == [[0, 8, 1], [0, 10, 11]]
+    assert batch.attention_mask.tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]
+    with pytest.raises(ValueError, match="task must be one of"):
+        tp.task_examples("add", 1, split="train", generator=g)
+
+
+def test_downstream_sentences_are_kept_out_of_pretraining():
+    train, held = tp.downstream_sentences()
+    assert len(train) > 200 and len(held) > 90 and not set(train) & set(held)
+    stream = tp.vocab().decode(tp.pretraining_stream()[:], stop_at_eos=False)
+    for sentence in held[:20]:
+        assert " ".join(tp.words_of(sentence)) not in stream
+    batch = tp.heldout_fill_batch()
+    assert batch.labels.shape[0] == 3 * len(held) and (batch.input_ids == tp.vocab().stoi["<mask>"]).sum() == 3 * len(held)
+
+
+@pytest.mark.skipif(not os.environ.get("MTLIB_SLOW"), reason="trains the models (minutes): set MTLIB_SLOW=1")
+def test_script_reproduces_the_multitask_report(tmp_path, multitask):
+    _, report = multitask
+    tp.main(["--seeds", "0", "--only", "multitask", "--out-multitask", str(tmp_path / "again.pt")])
+    _, again = tp.load_multitask(tmp_path / "again.pt")
+    assert again["runs"]["multitask/0"]["accuracy"] == report["runs"]["multitask/0"]["accuracy"]
