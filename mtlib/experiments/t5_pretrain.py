@@ -50,6 +50,8 @@ from mtlib.models.t5 import T5, T5Config
 from mtlib.utils import seed_everything
 
 __all__ = [
+    "HELDOUT_SEED",
+    "MASKS_PER_SENTENCE",
     "MULTITASK_CHECKPOINT",
     "PRETRAIN_CHECKPOINT",
     "TASKS",
@@ -92,16 +94,22 @@ __all__ = [
     "words_of",
 ]
 
+#: The folder of the checkpoints (inside the package, so that they install with mtlib).
 HERE = Path(str(resources.files("mtlib.experiments")))
-#: The text-to-text experiment's checkpoint: seed 0's multi-task model and the report of all runs.
+#: The text-to-text experiment's checkpoint (seed 0's multi-task model and the report of all runs).
 MULTITASK_CHECKPOINT = HERE / "t5_multitask_checkpoint.pt"
-#: The pretraining experiment's checkpoint: seed 0's pretrained and fine-tuned models, the report.
+#: The pretraining experiment's checkpoint (seed 0's pretrained and fine-tuned models, the report).
 PRETRAIN_CHECKPOINT = HERE / "t5_pretrain_checkpoint.pt"
 
-TASKS = ("reverse", "sort", "words")  # the text-to-text tasks, each named by its prefix
-NUM_SENTINELS = 16  # <extra_id_0> .. <extra_id_15>, at the END of the vocabulary as in T5
-CORPUS_WORDS = 2000  # the most frequent corpus words in the vocabulary (the rest -> <unk>)
-MASKS_PER_SENTENCE = 3  # held-out examples of the fill task per held-out sentence (3 words)
+#: The text-to-text tasks, each named by its prefix.
+TASKS = ("reverse", "sort", "words")
+#: Sentinels ``<extra_id_0>`` to ``<extra_id_15>``, at the END of the vocabulary as in T5.
+NUM_SENTINELS = 16
+#: How many of the most frequent corpus words the vocabulary holds (the rest are ``<unk>``).
+CORPUS_WORDS = 2000
+#: Held-out questions of the fill task per held-out sentence (3 different words).
+MASKS_PER_SENTENCE = 3
+#: Seed of the fixed held-out samples that every report uses.
 HELDOUT_SEED = 2020
 
 
@@ -145,7 +153,7 @@ class Vocab:
 
     @property
     def sentinels(self) -> list[int]:
-        """Sentinel ids in order of use: ``<extra_id_0>``, ``<extra_id_1>``, ..."""
+        """Sentinel ids in order of use (``<extra_id_0>``, ``<extra_id_1>``, ...)."""
         return [self.size - 1 - k for k in range(NUM_SENTINELS)]
 
     def encode(self, words: Sequence[str]) -> list[int]:
