@@ -26,7 +26,7 @@ SECTIONS = [
     ("Attention", ("mtlib.attention", "mtlib.masks", "mtlib.positional"), True),
     ("The Transformer", ("mtlib.blocks", "mtlib.transformer", "mtlib.loading"), True),
     ("Models", ("mtlib.models",), False),
-    ("Training", ("mtlib.train", "mtlib.distributed"), False),
+    ("Training", ("mtlib.train", "mtlib.distributed", "mtlib.denoising"), False),
     ("Data", ("mtlib.data",), False),
     ("Exercises", ("mtlib.exercises",), False),
     ("Experiments", ("mtlib.experiments",), False),

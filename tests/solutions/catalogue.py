@@ -36,6 +36,7 @@ from tests import test_exercises_ch10 as t10
 from tests import test_exercises_ch11 as t11
 from tests import test_exercises_ch12 as t12
 from tests import test_exercises_ch13 as t13
+from tests import test_exercises_ch14 as t14
 
 
 @dataclass(frozen=True)
@@ -224,6 +225,9 @@ VARIANTS: dict[str, list[Callable[..., Any]]] = {
     "check_shard_indices": [t13.good_shards_arithmetic, t13.good_shards_sampler],
     "check_allreduce_mean": [t13.good_allreduce_loop],
     "check_ring_allreduce_bytes": [t13.good_bytes_by_chunks],
+    "check_rms_norm": [t14.good_rms_rsqrt],
+    "check_sentinel_spans": [t14.good_spans_lists],
+    "check_text_infilling": [t14.good_infill],
 }
 
 BUGS: dict[str, list[Bug]] = {
@@ -855,19 +859,60 @@ BUGS: dict[str, list[Bug]] = {
         Bug("no (N - 1) / N", t13.bytes_without_fraction, r"case 1 of 5 .*not 2"),
     ],
     "check_online_softmax": [
-        Bug("no rescale", t12.no_rescale, r"case 1 of 4 .*Hint: rescale each block by exp\(m_block - m\)"),
-        Bug("factor inverted", t12.flipped, r"case 1 of 4 .*Hint: the factor is exp\(m_block - m\)"),
+        Bug(
+            "no rescale",
+            t12.no_rescale,
+            r"case 1 of 4 .*Hint: rescale each block by exp\(m_block - m\)",
+        ),
+        Bug(
+            "factor inverted", t12.flipped, r"case 1 of 4 .*Hint: the factor is exp\(m_block - m\)"
+        ),
         Bug("l not rescaled", t12.acc_only, r"case 1 of 4 .*Hint: l needs the same rescale as acc"),
         Bug("second block's max", t12.last_max, r"case \d of 4 .*Hint: m must be the larger"),
-        Bug("second block not rescaled", t12.first_only, r"case \d of 4 .*Hint: rescale the second block too"),
+        Bug(
+            "second block not rescaled",
+            t12.first_only,
+            r"case \d of 4 .*Hint: rescale the second block too",
+        ),
         Bug("normalised acc", t12.normalised, r"case 1 of 4 .*values differ"),
     ],
     "check_kv_cache_append": [
-        Bug("torch.cat per step", t12.append_by_cat, r"step 1 of 91 .*although the old one had room"),
+        Bug(
+            "torch.cat per step", t12.append_by_cat, r"step 1 of 91 .*although the old one had room"
+        ),
         Bug("fixed growth", t12.append_fixed_growth, r"step \d+ of 91 .*grow geometrically"),
         Bug("old keys not copied", t12.append_no_copy, r"step \d+ of 91 .*copy the old positions"),
         Bug("one position late", t12.append_one_late, r"step 1 of 91 .*the new keys are not at"),
-        Bug("filled part returned", t12.append_returns_view, r"step 1 of 91 .*Hint: return the whole buffer"),
+        Bug(
+            "filled part returned",
+            t12.append_returns_view,
+            r"step 1 of 91 .*Hint: return the whole buffer",
+        ),
+    ],
+    "check_rms_norm": [
+        Bug(
+            "LayerNorm's mean subtraction", t14.layer_norm, r"case 1 of 3 .*you subtracted the mean"
+        ),
+        Bug("eps outside the square root", t14.eps_outside, r"case 3 of 3 .*eps goes INSIDE"),
+        Bug("L2 norm instead of RMS", t14.l2, r"case 1 of 3 .*the L2 norm"),
+        Bug("gain forgotten", t14.no_gain, r"case 2 of 3 .*multiply by the gain"),
+    ],
+    "check_sentinel_spans": [
+        Bug("one sentinel per noise token", t14.per_token, r"case 1 of 3 .*a whole SPAN"),
+        Bug(
+            "the same sentinel for every span", t14.same_sentinel, r"case 1 of 3 .*its OWN sentinel"
+        ),
+        Bug(
+            "targets without sentinels",
+            t14.no_sentinels_in_targets,
+            r"case 1 of 3 .*AFTER its sentinel",
+        ),
+        Bug("noise left in the input", t14.noise_kept, r"case 1 of 3 .*must leave the input"),
+    ],
+    "check_text_infilling": [
+        Bug("one mask per token", t14.mask_per_token, r"case 1 of 3 .*one mask per SPAN"),
+        Bug("spans deleted, no mask", t14.deleted, r"case 1 of 3 .*put a mask where each span was"),
+        Bug("zero-length spans skipped", t14.zero_skipped, r"case 2 of 3 .*length 0 still inserts"),
     ],
 }
 
