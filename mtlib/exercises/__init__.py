@@ -50,6 +50,8 @@ from mtlib.exercises.ch13 import (
     check_ring_allreduce_bytes,
     check_shard_indices,
 )
+from mtlib.exercises.ch14 import check_rms_norm, check_sentinel_spans, check_text_infilling
+from mtlib.exercises.ch15 import check_rel_shift, check_update_memory
 
 __all__ = [
     "CheckFailed",
@@ -92,4 +94,9 @@ __all__ = [
     "check_allreduce_mean",
     "check_ring_allreduce_bytes",
     "check_shard_indices",
+    "check_rms_norm",
+    "check_sentinel_spans",
+    "check_text_infilling",
+    "check_rel_shift",
+    "check_update_memory",
 ]

@@ -10,6 +10,8 @@ imports ``transformers``: ``from_hf`` only reads the model's ``state_dict()`` an
 - :mod:`mtlib.models.vit`   patches, class token, attention rollout (chapter 11)
 - :mod:`mtlib.models.t5`    text-to-text encoder-decoder, RMSNorm, relative position bias (chapter 14)
 - :mod:`mtlib.models.bart`  denoising encoder-decoder, post-norm blocks, learned positions (chapter 14)
+- :mod:`mtlib.models.transformer_xl`  segment-level recurrence and relative attention (chapter 15;
+  no ``from_hf``: ``transformers`` deprecated its Transformer-XL in 4.x and 5.x no longer has it)
 """
 
 from mtlib.models.bart import BART, BARTConfig
@@ -22,6 +24,7 @@ from mtlib.models.bert import (
 )
 from mtlib.models.gpt import GPT, GPTConfig
 from mtlib.models.t5 import T5, T5Config
+from mtlib.models.transformer_xl import TransformerXL, TransformerXLConfig
 from mtlib.models.vit import PatchEmbedding, ViT, ViTConfig, attention_rollout
 
 __all__ = [
@@ -40,4 +43,6 @@ __all__ = [
     "attention_rollout",
     "T5",
     "T5Config",
+    "TransformerXL",
+    "TransformerXLConfig",
 ]
