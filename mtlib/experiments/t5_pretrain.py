@@ -7,8 +7,10 @@ lower-cased words, and the tasks are generated here. Two experiments, each with 
    prefix word: ``reverse:`` (digits backwards), ``sort:`` (digits in order) and ``words:`` (a
    number below 10,000 in English words). Held-out inputs: digit strings and numbers that training
    never shows (a fixed hash splits them). The control is the same model size trained on ONE task
-   with the same steps and the same examples of that task per step (32), only without the other
-   tasks' examples beside them: what differs is the sharing, not the updates or the data.
+   with the same optimizer steps and the same examples of that task per step (32), only without
+   the other tasks' examples beside them (not the same updates: AdamW normalises the summed
+   gradient, so in the shared model each task gets a share of every step). A second control
+   trains the multi-task model twice as long (:data:`LONG_STEPS`): is a gap capacity or time?
 2. **Does denoising pretraining help?** Pretrain with T5's span corruption on the corpus (the
    downstream task's held-out sentences removed from it), then fine-tune on a small downstream
    task on corpus sentences: ``fill:``, a sentence with one word replaced by ``<mask>`` -> that
@@ -18,7 +20,7 @@ lower-cased words, and the tasks are generated here. Two experiments, each with 
    fine-tuning steps, beside the majority answer's accuracy and the pretrained model's
    zero-shot accuracy (the same cloze in its pretraining format).
 
-Run ``python -m mtlib.experiments.t5_pretrain`` to train seeds 0, 1 and 2 of every run, evaluate
+Run ``python -m mtlib.experiments.t5_pretrain`` to train seeds 0 to 4 of every run, evaluate
 them and rewrite both checkpoints (:data:`MULTITASK_CHECKPOINT`, :data:`PRETRAIN_CHECKPOINT`);
 ``--only multitask`` or ``--only pretrain`` redoes one experiment. Weights are rounded to float16
 before evaluation and stored so (the checkpoints stay under 2 MB, and the reported numbers are
@@ -65,6 +67,8 @@ __all__ = [
     "fill_batch",
     "fill_metrics",
     "majority_baseline",
+    "unigram_baseline",
+    "LONG_STEPS",
     "zero_shot_fill",
     "heldout_fill_batch",
     "mask_word",
@@ -111,6 +115,8 @@ CORPUS_WORDS = 2000
 MASKS_PER_SENTENCE = 3
 #: Seed of the fixed held-out samples that every report uses.
 HELDOUT_SEED = 2020
+#: Optimizer steps of the multi-task run's second control: the same run, twice as long.
+LONG_STEPS = 1200
 
 
 # --------------------------------------------------------------------------------------------
@@ -466,6 +472,38 @@ def majority_baseline() -> float:
     return (heldout_fill_batch().labels[:, 0] == answer).float().mean().item()
 
 
+def unigram_baseline(*, source: str = "train", alpha: float = 0.1) -> dict[str, float]:
+    """The held-out cloze scored by a context-free word-frequency (unigram) table.
+
+    Every question gets the same distribution: the counts of the alphabetic words of ``source``
+    (``"train"``: the fill task's training sentences; ``"corpus"``: the pretraining stream), plus
+    ``alpha`` for every vocabulary entry, normalised. It ignores the sentence entirely: a model
+    that does not beat it has not used the context.
+
+    Returns:
+        ``{"loss", "top5", "exact"}`` as :func:`fill_metrics` reports them.
+    """
+    if source not in ("train", "corpus"):
+        raise ValueError(f"source must be 'train' or 'corpus', got {source!r}")
+    if alpha <= 0:
+        raise ValueError(f"alpha must be positive, got {alpha}")
+    v = vocab()
+    if source == "train":
+        words = [w for s in downstream_sentences()[0] for w in words_of(s)]
+    else:
+        words = [v.itos[i] for i in pretraining_stream().tolist()]
+    counts = Counter(w for w in words if w.isalpha())
+    p = torch.full((v.size,), alpha)  # (V,)
+    for w, c in counts.items():
+        if w in v.stoi:
+            p[v.stoi[w]] += c
+    logp = (p / p.sum()).log()  # (V,)
+    gold = heldout_fill_batch().labels[:, 0]  # (N,)
+    return {"loss": -logp[gold].mean().item(),
+            "top5": torch.isin(gold, logp.topk(5).indices).float().mean().item(),
+            "exact": (gold == logp.argmax()).float().mean().item()}  # fmt: skip
+
+
 @torch.no_grad()
 def zero_shot_fill(model: T5) -> float:
     """The pretrained model on the held-out cloze in ITS format: ``<extra_id_0>`` for the mask."""
@@ -520,16 +558,22 @@ def new_model(seed: int) -> T5:
 
 
 def run_multitask(
-    seed: int, *, tasks: Sequence[str] = TASKS, steps: int | None = None
+    seed: int,
+    *,
+    tasks: Sequence[str] = TASKS,
+    steps: int | None = None,
+    total_steps: int | None = None,
 ) -> tuple[T5, train.History]:
     """Train one model on ``tasks``, 32 examples of each per step, for the multi-task run's steps.
 
-    One task alone thus gets the same updates and the same examples of its task as the
-    multi-task model (see the module). ``steps`` stops the run early (the schedule stays the
-    full run's): to retrace its start.
+    One task alone thus gets the same number of optimizer steps and the same examples of its
+    task as the multi-task model (not the same updates: AdamW normalises the summed gradient).
+    ``steps`` stops the run early (the schedule stays the full run's): to retrace its start.
+    ``total_steps`` replaces the run's length, schedule included (the long control).
     """
     settings = multitask_settings(
-        batch_size=multitask_settings().batch_size * len(tasks) // len(TASKS)
+        batch_size=multitask_settings().batch_size * len(tasks) // len(TASKS),
+        **({} if total_steps is None else {"steps": total_steps}),
     )
     model = new_model(seed)
     history = train_run(
@@ -592,14 +636,16 @@ def _multitask_experiment(seeds: Sequence[int], out: Path) -> None:
     report: dict[str, Any] = {
         "settings": asdict(multitask_settings()),
         "heldout_n": 300,
+        "long_steps": LONG_STEPS,
         "runs": {},
     }
     keep: dict[str, T5] = {}
     for seed in seeds:
-        for kind in ("multitask", *TASKS):
+        for kind in ("multitask", *TASKS, "multitask_long"):
             start = time.time()
-            tasks = TASKS if kind == "multitask" else (kind,)
-            model, history = run_multitask(seed, tasks=tasks)
+            tasks = TASKS if kind.startswith("multitask") else (kind,)
+            long = LONG_STEPS if kind == "multitask_long" else None
+            model, history = run_multitask(seed, tasks=tasks, total_steps=long)
             accuracy = {task: evaluate_task(model, task) for task in tasks}
             report["runs"][f"{kind}/{seed}"] = {"accuracy": accuracy, "loss": history.loss[:50],
                                                "final_loss": sum(history.loss[-20:]) / 20,
@@ -617,7 +663,8 @@ def _multitask_experiment(seeds: Sequence[int], out: Path) -> None:
 
 def _pretrain_experiment(seeds: Sequence[int], out: Path) -> None:
     report: dict[str, Any] = {"pretrain": asdict(pretrain_settings()), "finetune": asdict(finetune_settings()),
-                              "majority": majority_baseline(), "heldout_n": len(heldout_fill_batch().labels),
+                              "majority": majority_baseline(), "unigram": unigram_baseline(),
+                              "unigram_corpus": unigram_baseline(source="corpus"), "heldout_n": len(heldout_fill_batch().labels),
                               "runs": {}}  # fmt: skip
     keep: dict[str, T5] = {}
     for seed in seeds:
@@ -652,7 +699,7 @@ def _pretrain_experiment(seeds: Sequence[int], out: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Train every run of both experiments (or one) and rewrite the checkpoints."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--only", choices=["multitask", "pretrain"], default=None)
     parser.add_argument("--out-multitask", type=Path, default=MULTITASK_CHECKPOINT)
     parser.add_argument("--out-pretrain", type=Path, default=PRETRAIN_CHECKPOINT)
