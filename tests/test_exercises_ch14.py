@@ -32,6 +32,10 @@ def no_gain(x, weight, eps):
     return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 
+def variance(x, weight, eps):
+    return weight * x / torch.sqrt(x.var(-1, keepdim=True) + eps)
+
+
 def test_correct_rms_norms_pass(capsys):
     exercises.check_rms_norm(good_rms)
     exercises.check_rms_norm(good_rms_rsqrt)
@@ -45,6 +49,7 @@ def test_correct_rms_norms_pass(capsys):
         (eps_outside, r"(?s)case 3 of 3 .*Hint: eps goes INSIDE"),
         (l2, r"(?s)case 1 of 3 .*Hint: you divided by the L2 norm"),
         (no_gain, r"(?s)case 2 of 3 .*Hint: multiply by the gain"),
+        (variance, r"(?s)case 1 of 3 .*Hint: x.var subtracts the mean"),
     ],
 )
 def test_rms_norm_mistakes_are_named(bad, match):
@@ -101,6 +106,16 @@ def noise_kept(tokens, noise, sentinel_ids):
     return tokens.clone(), targets
 
 
+def reversed_sentinels(tokens, noise, sentinel_ids):
+    n_spans = int((noise & ~torch.cat([torch.tensor([False]), noise[:-1]])).sum())
+    return good_spans(tokens, noise, list(sentinel_ids[:n_spans])[::-1])
+
+
+def with_eos(tokens, noise, sentinel_ids):
+    inputs, targets = good_spans(tokens, noise, sentinel_ids)
+    return inputs, torch.cat([torch.as_tensor(targets), torch.tensor([1])])
+
+
 def test_correct_span_corruptions_pass(capsys):
     exercises.check_sentinel_spans(good_spans)
     exercises.check_sentinel_spans(good_spans_lists)
@@ -117,6 +132,8 @@ def test_correct_span_corruptions_pass(capsys):
             r"(?s)case 1 of 3 .*Hint: the target lists each span AFTER its sentinel",
         ),
         (noise_kept, r"(?s)case 1 of 3 .*Hint: the noise tokens must leave the input"),
+        (reversed_sentinels, r"(?s)case 1 of 3 .*Hint: the FIRST span gets sentinel_ids\[0\]"),
+        (with_eos, r"(?s)case 1 of 3 .*Hint: no </s>"),
     ],
 )
 def test_span_corruption_mistakes_are_named(bad, match):
@@ -176,6 +193,10 @@ def zero_skipped(tokens, spans, mask_id):
     return good_infill(tokens, [(s, n) for s, n in spans if n > 0], mask_id)
 
 
+def zero_after(tokens, spans, mask_id):
+    return good_infill(tokens, [(s + 1 if n == 0 else s, n) for s, n in spans], mask_id)
+
+
 def test_correct_infillings_pass(capsys):
     exercises.check_text_infilling(good_infill)
     exercises.check_text_infilling(good_infill_backwards)
@@ -188,6 +209,7 @@ def test_correct_infillings_pass(capsys):
         (mask_per_token, r"(?s)case 1 of 3 .*Hint: one mask per SPAN"),
         (deleted, r"(?s)case 1 of 3 .*Hint: put a mask where each span was"),
         (zero_skipped, r"(?s)case 2 of 3 .*Hint: a span of length 0 still inserts one mask"),
+        (zero_after, r"(?s)case 2 of 3 .*Hint: a span of length 0 inserts its mask BEFORE"),
     ],
 )
 def test_infilling_mistakes_are_named(bad, match):

@@ -36,7 +36,8 @@ def check_rms_norm(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tenso
     """Check ``fn(x, weight, eps)``: RMS layer norm over the last dimension of ``x`` (..., d).
 
     ``weight`` is the gain (d,). Recognised mistakes: LayerNorm's mean subtraction, eps outside
-    the square root, the L2 norm instead of the root MEAN square, the gain forgotten.
+    the square root, the L2 norm instead of the root MEAN square, the gain forgotten, the
+    variance (``x.var``) instead of the mean square.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -70,11 +71,16 @@ def check_rms_norm(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tenso
     def no_gain(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
         return _rms_norm(x, torch.ones_like(w), eps)
 
+    def variance(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+        return w.double() * x.double() / torch.sqrt(x.double().var(-1, keepdim=True) + eps)
+
     mistakes = {
         "you subtracted the mean: that is LayerNorm. RMS norm only rescales (no centring, no bias)": layer_norm,
         "eps goes INSIDE the square root: sqrt(mean(x**2) + eps)": eps_outside,
         "you divided by the L2 norm (a sum): RMS is the root of the MEAN square": l2_norm,
         "multiply by the gain `weight` at the end": no_gain,
+        "x.var subtracts the mean (and divides by d - 1): RMS norm needs mean(x**2), "
+        "the mean square of x itself": variance,
     }
     _check("check_rms_norm", fn, cases, _rms_norm, atol=1e-5, mistakes=mistakes)
 
@@ -187,12 +193,18 @@ def check_sentinel_spans(
             next(counter) if n else tok for tok, n in zip(tokens, noise, strict=True)
         ]
         same = _sentinel_spans(tokens, noise, [sentinels[0]] * len(spans))
+        backwards = _sentinel_spans(tokens, noise, sentinels[: len(spans)][::-1])
+        extra_end = targets[:-1] == want_out and inputs in (want_in, want_in + inputs[-1:])
         if inputs in (one_per_token, fresh_per_token):
             hint = (
                 "one sentinel replaces a whole SPAN (a run of noise tokens), not each noise token"
             )
         elif len(spans) > 1 and (inputs, targets) == same:
             hint = "each span gets its OWN sentinel: the k-th span sentinel_ids[k], so the target can say which is which"
+        elif len(spans) > 1 and (inputs, targets) == backwards:
+            hint = "the FIRST span gets sentinel_ids[0], the next sentinel_ids[1], ... (the list is already in order of use)"
+        elif extra_end:
+            hint = "no </s> (or closing sentinel) here: the target ends with the last span's tokens"
         elif inputs == want_in and targets == [t for t, n in zip(tokens, noise, strict=True) if n]:
             hint = "the target lists each span AFTER its sentinel: [s0, span0..., s1, span1...]"
         elif inputs == tokens:
@@ -262,12 +274,15 @@ def check_text_infilling(fn: Callable[[torch.Tensor, list[tuple[int, int]], int]
             per_token[s : s + n] = [mask_id] * n
         deleted = [t for i, t in enumerate(tokens) if not any(s <= i < s + n for s, n in spans)]
         no_zero = _infill(tokens, [(s, n) for s, n in spans if n > 0], mask_id)
+        after = _infill(tokens, [(s + 1 if n == 0 else s, n) for s, n in spans], mask_id)
         if ids == per_token:
             hint = "one mask per SPAN, whatever its length (one mask per token is BERT's token masking)"
         elif ids == deleted:
             hint = "put a mask where each span was: without it this is token deletion"
         elif ids == no_zero:
             hint = "a span of length 0 still inserts one mask (the model must learn that nothing is missing)"
+        elif ids == after:
+            hint = "a span of length 0 inserts its mask BEFORE tokens[start], not after it"
         else:
             hint = "copy the tokens in order; at each span's start write one mask and skip `length` tokens"
         raise _fail(checker, where, f"expected {want}, got {ids}", hint)

@@ -896,6 +896,11 @@ BUGS: dict[str, list[Bug]] = {
         Bug("eps outside the square root", t14.eps_outside, r"case 3 of 3 .*eps goes INSIDE"),
         Bug("L2 norm instead of RMS", t14.l2, r"case 1 of 3 .*the L2 norm"),
         Bug("gain forgotten", t14.no_gain, r"case 2 of 3 .*multiply by the gain"),
+        Bug(
+            "variance instead of mean square",
+            t14.variance,
+            r"case 1 of 3 .*x.var subtracts the mean",
+        ),
     ],
     "check_sentinel_spans": [
         Bug("one sentinel per noise token", t14.per_token, r"case 1 of 3 .*a whole SPAN"),
@@ -908,11 +913,22 @@ BUGS: dict[str, list[Bug]] = {
             r"case 1 of 3 .*AFTER its sentinel",
         ),
         Bug("noise left in the input", t14.noise_kept, r"case 1 of 3 .*must leave the input"),
+        Bug(
+            "sentinels in reverse order",
+            t14.reversed_sentinels,
+            r"case 1 of 3 .*the FIRST span gets sentinel_ids",
+        ),
+        Bug("a </s> appended to the target", t14.with_eos, r"case 1 of 3 .*no </s>"),
     ],
     "check_text_infilling": [
         Bug("one mask per token", t14.mask_per_token, r"case 1 of 3 .*one mask per SPAN"),
         Bug("spans deleted, no mask", t14.deleted, r"case 1 of 3 .*put a mask where each span was"),
         Bug("zero-length spans skipped", t14.zero_skipped, r"case 2 of 3 .*length 0 still inserts"),
+        Bug(
+            "zero-length mask after tokens[start]",
+            t14.zero_after,
+            r"case 2 of 3 .*inserts its mask BEFORE",
+        ),
     ],
 }
 
