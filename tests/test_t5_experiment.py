@@ -1,7 +1,7 @@
 """Chapter 14's experiments: both checkpoints load into the current code and reproduce their
 reports on held-out items, training retraces the scripts' curves, and the tasks are what they say.
 
-The full reproduction (``python -m mtlib.experiments.t5_pretrain``, about 15-20 minutes on one CPU
+The full reproduction (``python -m mtlib.experiments.t5_pretrain``, about 14 minutes on one CPU
 thread, 5 seeds) is the slow test at the end, skipped unless ``MTLIB_SLOW=1``.
 """
 
