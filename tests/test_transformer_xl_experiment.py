@@ -48,7 +48,8 @@ def test_the_chapters_claims_hold_in_the_report(checkpoint):
 
     assert max(val("text", "xl")) < min(val("text", "vanilla")) - 0.03
     assert min(val("text", "xl_absolute")) > max(val("text", "vanilla")) + 0.1
-    assert min(val("text", "vanilla_absolute")) > max(val("text", "xl"))
+    assert min(val("text", "vanilla_absolute")) > max(val("text", "vanilla"))
+    assert max(val("text", "vanilla_absolute")) < min(val("text", "xl_absolute")) - 0.3
     assert max(val("copy", "xl")) < 0.5 and min(val("copy", "vanilla")) > 2.6
     assert min(val("copy", "xl_absolute")) > 1.5
     assert report["copy_chance"] == pytest.approx(math.log(16))
