@@ -46,6 +46,8 @@ from mtlib.models.transformer_xl import TransformerXL, TransformerXLConfig
 
 __all__ = [
     "CHECKPOINT",
+    "COPY_STEPS",
+    "SAVED",
     "TASKS",
     "VARIANTS",
     "TrainSettings",
@@ -53,6 +55,7 @@ __all__ = [
     "evaluate",
     "load_checkpoint",
     "model_config",
+    "score",
     "streams",
     "task_data",
     "train_model",
