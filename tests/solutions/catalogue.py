@@ -37,6 +37,7 @@ from tests import test_exercises_ch11 as t11
 from tests import test_exercises_ch12 as t12
 from tests import test_exercises_ch13 as t13
 from tests import test_exercises_ch14 as t14
+from tests import test_exercises_ch15 as t15
 
 
 @dataclass(frozen=True)
@@ -228,6 +229,8 @@ VARIANTS: dict[str, list[Callable[..., Any]]] = {
     "check_rms_norm": [t14.good_rms_rsqrt],
     "check_sentinel_spans": [t14.good_spans_lists],
     "check_text_infilling": [t14.good_infill],
+    "check_rel_shift": [t15.shift_by_gather],
+    "check_update_memory": [t15.update_variant],
 }
 
 BUGS: dict[str, list[Bug]] = {
@@ -929,6 +932,22 @@ BUGS: dict[str, list[Bug]] = {
             t14.zero_after,
             r"case 2 of 3 .*inserts its mask BEFORE",
         ),
+    ],
+    "check_rel_shift": [
+        Bug(
+            "columns read as distances 0..K-1 (no flip)",
+            t15.ascending,
+            r"case 1 of 3 .*not distance c",
+        ),
+        Bug("the memory offset M forgotten", t15.no_memory, r"not i - j"),
+        Bug("a shift off by one", t15.off_by_one, r"off by one"),
+    ],
+    "check_update_memory": [
+        Bug("the oldest positions kept", t15.oldest, r"you kept the oldest positions"),
+        Bug("[-mem_len:] with mem_len 0", t15.minus_zero, r"x\[:, -0:\] is the whole tensor"),
+        Bug("not detached", t15.attached, r"still attached to the graph"),
+        Bug("only the current segment", t15.segment_only, r"you returned only the current segment"),
+        Bug("hidden before memory", t15.wrong_order, r"concatenate memory first"),
     ],
 }
 
