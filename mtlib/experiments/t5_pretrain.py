@@ -115,7 +115,7 @@ CORPUS_WORDS = 2000
 MASKS_PER_SENTENCE = 3
 #: Seed of the fixed held-out samples that every report uses.
 HELDOUT_SEED = 2020
-#: Optimizer steps of the multi-task run's second control: the same run, twice as long.
+#: The multi-task run's second control is the same run, twice as long (this many optimizer steps).
 LONG_STEPS = 1200
 
 

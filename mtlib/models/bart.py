@@ -54,7 +54,7 @@ POSITION_OFFSET = 2
 
 #: Hugging Face BART names that differ from ours, as (theirs, ours) pairs; the first match wins.
 #: The decoder's ``final_layer_norm`` (its third norm) is first renamed ``norm3`` by
-#: :func:`_hf_names`: in the encoder the same name is the second norm.
+#: ``_hf_names``: in the encoder the same name is the second norm.
 HF_RENAMES: list[tuple[str, str]] = [
     ("self_attn_layer_norm", "norm1"),
     ("encoder_attn_layer_norm", "norm2"),

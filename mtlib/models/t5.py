@@ -15,7 +15,7 @@ each named where it is made below:
   the decoder's unidirectional. Cross-attention has no position bias;
 - **no scaling of the attention logits** (``scale=1.0``): T5 initialises the query projection
   with a standard deviation ``sqrt(d_model * d_kv)`` times smaller, which absorbs the usual
-  ``1 / sqrt(d_kv)`` (see :meth:`T5._init_weights`);
+  ``1 / sqrt(d_kv)`` (see ``T5._init_weights``);
 - **feed-forward** ``wo(relu(wi(x)))``, or T5 v1.1's gated GELU
   ``wo(gelu_tanh(wi_0(x)) * wi_1(x))`` (``feed_forward_proj="gated-gelu"``);
 - **one shared token embedding** for encoder and decoder; the LM head is that same matrix

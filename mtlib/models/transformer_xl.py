@@ -209,7 +209,7 @@ class TransformerXLBlock(nn.Module):
 class TransformerXL(nn.Module):
     """Transformer-XL language model: token ids and memories in, logits and new memories out.
 
-    Names: ``tok_emb``, ``layers`` (:class:`TransformerXLBlock`), ``norm_f``, ``lm_head``.
+    Names: ``tok_emb``, ``layers`` (``TransformerXLBlock``), ``norm_f``, ``lm_head``.
 
     Args:
         config: a :class:`TransformerXLConfig`.
