@@ -47,6 +47,18 @@ def off_by_one(x):
     return torch.gather(x, -1, (k - (i + k - t - j)).clamp(0, k - 1).expand(x.shape))
 
 
+def pad_right(x):  # the zero column on the wrong side
+    *lead, t, k = x.shape
+    padded = F.pad(x, (0, 1)).reshape(*lead, k + 1, t)
+    return padded[..., 1:, :].reshape(*lead, t, k)
+
+
+def drop_last_row(x):  # the wrong row of the padded buffer dropped
+    *lead, t, k = x.shape
+    padded = F.pad(x, (1, 0)).reshape(*lead, k + 1, t)
+    return padded[..., :-1, :].reshape(*lead, t, k)
+
+
 def test_rel_shift_correct_answers_pass(capsys):
     exercises.check_rel_shift(shift_by_padding)
     exercises.check_rel_shift(shift_by_gather)
@@ -60,6 +72,8 @@ def test_rel_shift_correct_answers_pass(capsys):
         (ascending, "not distance c"),
         (no_memory, "not i - j"),
         (off_by_one, "off by one"),
+        (pad_right, "the zero column goes on the LEFT"),
+        (drop_last_row, "drop its FIRST row"),
         (lambda x: x, "case 1 of 3"),
         (lambda x: x[..., :-1], "expected output shape"),
     ],
@@ -105,10 +119,20 @@ def wrong_order(mem, hidden, mem_len):
     return both[:, max(0, both.shape[1] - mem_len) :].detach()
 
 
+def update_under_no_grad(mem, hidden, mem_len):  # no_grad instead of detach; empty at mem_len 0
+    with torch.no_grad():
+        return torch.cat([mem, hidden], dim=1)[:, -mem_len:] if mem_len else hidden[:, :0]
+
+
+def none_at_zero(mem, hidden, mem_len):
+    return update(mem, hidden, mem_len) if mem_len else None
+
+
 def test_update_memory_correct_answers_pass(capsys):
     exercises.check_update_memory(update)
     exercises.check_update_memory(update_variant)
-    assert capsys.readouterr().out.count("check_update_memory: all 5 cases passed.") == 2
+    exercises.check_update_memory(update_under_no_grad)
+    assert capsys.readouterr().out.count("check_update_memory: all 5 cases passed.") == 3
 
 
 @pytest.mark.parametrize(
@@ -119,6 +143,7 @@ def test_update_memory_correct_answers_pass(capsys):
         (attached, "still attached to the graph"),
         (segment_only, "you returned only the current segment"),
         (wrong_order, "concatenate memory first"),
+        (none_at_zero, "an empty (B, 0, d) tensor, not None"),
         (lambda mem, hidden, mem_len: [1], "expected a torch.Tensor"),
     ],
 )

@@ -40,6 +40,20 @@ def _gather(x: torch.Tensor, column: Callable[[int, int, int, int], int]) -> tor
     return out
 
 
+def _pad_trick(x: torch.Tensor, *, right: bool = False, drop_last: bool = False) -> torch.Tensor:
+    """The pad-and-reshape trick, or its two usual slips (pad on the right, drop the wrong row)."""
+    *lead, t, k = x.shape
+    padded = torch.nn.functional.pad(x, (0, 1) if right else (1, 0))  # (..., T, K + 1)
+    padded = padded.reshape(*lead, k + 1, t)  # (..., K + 1, T): the same buffer, rows of T
+    kept = padded[..., :-1, :] if drop_last else padded[..., 1:, :]  # (..., K, T)
+    return _causal_only(kept.reshape(*lead, t, k))  # (..., T, K)
+
+
+def _causal_only(x: torch.Tensor) -> torch.Tensor:
+    """x with the entries above the causal diagonal zeroed (they are never checked)."""
+    return x.masked_fill(~_causal(*x.shape[-2:]), 0.0)
+
+
 def _shifted(x: torch.Tensor, *, mistake: str = "") -> torch.Tensor:
     """The reference (or a known mistake) with the entries above the causal diagonal zeroed."""
     if mistake == "ascending":  # read column c as distance c
@@ -72,15 +86,17 @@ def _rel_shift_cases() -> list[_Case]:
 def check_rel_shift(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
     """Check ``fn(x) -> out``: the rel-shift of Transformer-XL's position scores.
 
-    ``x`` has shape ``(..., T, K)``; ``x[..., i, c]`` is query ``i``'s score against distance
-    ``K - 1 - c``. Query ``i`` sits at position ``i + M`` (``M = K - T`` memory slots first),
-    so key ``j`` is at distance ``i + M - j``. Return ``out`` of the same shape with
+    ``x`` has shape ``(..., T, K)`` (``K = T_mem + T`` keys, what the book calls ``T_k``);
+    ``x[..., i, c]`` is query ``i``'s score against distance ``K - 1 - c``. Query ``i`` sits at
+    position ``i + T_mem`` (``T_mem = K - T`` memory slots first), so key ``j`` is at distance
+    ``i + T_mem - j``. Return ``out`` of the same shape with
     ``out[..., i, j]`` = the score for that distance, for every ``j <= i + M``; the entries above
     are never attended to and are not checked. The pad-and-reshape trick or an explicit gather
     both pass.
 
     Recognised mistakes: reading the columns as distances ``0 .. K-1`` (no flip), forgetting
-    the memory offset ``M``, a shift off by one.
+    the memory offset ``T_mem``, a shift off by one, padding the zero column on the right,
+    dropping the last row of the padded buffer instead of the first.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -109,6 +125,10 @@ def check_rel_shift(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
             "off by one: the diagonal j = i + M is distance 0, the last column of x": lambda x: (
                 _shifted(x, mistake="off_by_one")
             ),
+            "the zero column goes on the LEFT (pad (1, 0)): padded on the right, the rows "
+            "shift the wrong way": lambda x: _pad_trick(x, right=True),
+            "after reading the padded buffer with rows of T, drop its FIRST row ([..., 1:, :]), "
+            "not the last": lambda x: _pad_trick(x, drop_last=True),
         },
     )
 
@@ -123,8 +143,8 @@ def check_update_memory(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Te
 
     ``mem`` (B, M, d) is the layer's memory, ``hidden`` (B, T, d) what entered the layer for the
     current segment. The next memory is the last ``mem_len`` positions of ``[mem; hidden]``
-    (fewer if there are fewer; none if ``mem_len`` is 0), shape (B, min(mem_len, M + T), d),
-    detached from the graph: no gradient may flow into a previous segment.
+    (fewer if there are fewer; an empty (B, 0, d) tensor if ``mem_len`` is 0), shape
+    (B, min(mem_len, M + T), d), detached from the graph: no gradient may flow into a previous segment.
 
     Recognised mistakes: keeping the oldest positions, keeping only the segment, ``[-0:]``
     keeping everything when ``mem_len`` is 0, forgetting to detach, dropping the old memory.
@@ -157,7 +177,8 @@ def check_update_memory(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Te
             stub = isinstance(error, NotImplementedError)
             raise _fail(name, where, what + ("" if stub else _learner_line(error))) from None
         if not isinstance(got, torch.Tensor):
-            raise _fail(name, where, f"expected a torch.Tensor, got {_describe(got)}")
+            empty = " (for mem_len 0: an empty (B, 0, d) tensor, not None)" if mem_len == 0 else ""
+            raise _fail(name, where, f"expected a torch.Tensor{empty}, got {_describe(got)}")
         if got.shape == both.shape and mem_len < m + t:
             hint = (
                 "mem_len 0 means an empty memory: x[:, -0:] is the whole tensor, use "
@@ -181,7 +202,8 @@ def check_update_memory(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Te
                 name, where, f"expected shape {tuple(want.shape)}, got {tuple(got.shape)}",
                 "the memory is the last min(mem_len, M + T) positions of [mem; hidden]",
             )  # fmt: skip
-        if got.requires_grad:
+        # an empty view made under no_grad may keep the flag: only a non-empty one is attached
+        if got.requires_grad and got.numel() > 0:
             raise _fail(
                 name, where, "the new memory is still attached to the graph",
                 "detach it: the next segment must not backpropagate into this one",
