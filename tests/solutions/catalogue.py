@@ -941,6 +941,8 @@ BUGS: dict[str, list[Bug]] = {
         ),
         Bug("the memory offset M forgotten", t15.no_memory, r"not i - j"),
         Bug("a shift off by one", t15.off_by_one, r"off by one"),
+        Bug("the zero column padded on the right", t15.pad_right, r"the zero column goes on the LEFT"),
+        Bug("the last row of the padded buffer dropped", t15.drop_last_row, r"drop its FIRST row"),
     ],
     "check_update_memory": [
         Bug("the oldest positions kept", t15.oldest, r"you kept the oldest positions"),
@@ -948,6 +950,7 @@ BUGS: dict[str, list[Bug]] = {
         Bug("not detached", t15.attached, r"still attached to the graph"),
         Bug("only the current segment", t15.segment_only, r"you returned only the current segment"),
         Bug("hidden before memory", t15.wrong_order, r"concatenate memory first"),
+        Bug("None at mem_len 0", t15.none_at_zero, r"an empty \(B, 0, d\) tensor, not None"),
     ],
 }
 
