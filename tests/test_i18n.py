@@ -347,3 +347,22 @@ def test_check_fails_below_the_coverage_bar_and_passes_when_all_is_translated(
     assert i18n.check(root, minimum=95) == 0
     out = capsys.readouterr().out
     assert "i18n check: passed" in out and "all pages" in out
+
+
+def test_a_message_shared_by_several_pages_has_one_translation() -> None:
+    """The same English (a heading such as "**In this chapter you will**", a term) reads the same
+    on every zh page. The glossary is left out: its English column is translated as itself."""
+    translations: dict[str, dict[str, str]] = {}
+    for po_file in sorted((ROOT / "locale" / "zh_CN" / "LC_MESSAGES").rglob("*.po")):
+        page = po_file.relative_to(ROOT / "locale").as_posix()
+        if po_file.stem == "glossary":
+            continue
+        for entry in polib.pofile(str(po_file)):
+            if entry.msgstr and not entry.fuzzy:
+                translations.setdefault(entry.msgid, {})[page] = entry.msgstr
+    differing = {
+        msgid: pages for msgid, pages in translations.items() if len(set(pages.values())) > 1
+    }
+    assert not differing, "translated differently on different pages: " + "; ".join(
+        f"{msgid!r}: {pages}" for msgid, pages in list(differing.items())[:5]
+    )
