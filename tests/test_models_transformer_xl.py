@@ -186,3 +186,25 @@ def test_bad_inputs_name_the_argument():
     ]:
         with pytest.raises(ValueError, match=name):
             _model(**bad)
+
+
+def test_attention_weights_are_the_ones_forward_uses() -> None:
+    """``attention_weights`` returns what ``forward`` mixes the values with (relative and absolute)."""
+    torch.manual_seed(3)
+    attn = RelMultiHeadAttention(18, 3).eval()
+    with torch.no_grad():
+        attn.u.normal_(), attn.v.normal_()
+    tm, t = 7, 5
+    context = torch.randn(2, tm + t, 18)  # (B, K, d): memory then segment
+    x = context[:, tm:]
+    mask = torch.ones(t, tm + t, dtype=torch.bool).tril(diagonal=tm)  # (T, K)
+    for r in (torch.randn(tm + t, 18), None):
+        with torch.no_grad():
+            w = attn.attention_weights(x, context, r=r, mask=mask)  # (B, H, T, K)
+            v = attn.v_proj(context).view(2, tm + t, 3, 6).transpose(1, 2)  # (B, H, K, Dh)
+            mixed = attn.out_proj((w @ v).transpose(1, 2).reshape(2, t, 18))  # (B, T, d)
+            out = attn(x, context, r=r, mask=mask)
+        assert w.shape == (2, 3, t, tm + t)
+        torch.testing.assert_close(w.sum(-1), torch.ones(2, 3, t))
+        assert float(w.masked_select(~mask).abs().max()) == 0.0  # nothing on masked keys
+        torch.testing.assert_close(mixed, out, atol=1e-5, rtol=0)

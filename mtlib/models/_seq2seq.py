@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from mtlib import _checks
 from mtlib.blocks import DecoderCache
 from mtlib.loading import load_weights
-from mtlib.models.gpt import top_k_filter
+from mtlib.models.gpt import GPT, _check_generate_args
 
 
 class EncoderDecoder(Protocol):
@@ -141,21 +141,6 @@ def check_cache(cache: object, num_blocks: int) -> list[DecoderCache] | None:
     return cache
 
 
-def _check_generate_args(max_new_tokens: object, temperature: object, top_k: object) -> None:
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-        raise TypeError(f"max_new_tokens must be an int, got {type(max_new_tokens).__name__}")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
-    if (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, (int, float))
-        or not temperature > 0
-    ):
-        raise ValueError(f"temperature must be a float > 0, got {temperature!r}")
-    if top_k is not None:
-        _checks.positive_int(top_k, "top_k")
-
-
 @torch.no_grad()
 def generate(
     model: EncoderDecoder,
@@ -184,7 +169,7 @@ def generate(
         Token ids (B, 1 + n), n <= max_new_tokens: the start token, then the choices; after a
         row's ``eos_id`` come ``pad_id``s; the loop ends once every row has its eos.
     """
-    _check_generate_args(max_new_tokens, temperature, top_k)
+    _check_generate_args(max_new_tokens, temperature, top_k, None)  # GPT's checks (no top_p)
     if not isinstance(do_sample, bool):
         raise TypeError(f"do_sample must be a bool, got {type(do_sample).__name__}")
     was_training = model.training
@@ -198,14 +183,7 @@ def generate(
         for _ in range(max_new_tokens):
             step = out[:, -1:] if use_cache else out  # (B, 1) or (B, t)
             logits = model.decode(step, memory, attention_mask, cache=cache)[:, -1]  # (B, V)
-            logits = logits.float() / temperature
-            if top_k is not None:
-                logits = top_k_filter(logits, top_k)
-            if do_sample:
-                probs = torch.softmax(logits, dim=-1)  # (B, V)
-                next_id = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
-            else:
-                next_id = logits.argmax(dim=-1, keepdim=True)  # (B, 1)
+            next_id = GPT._choose(logits, do_sample, temperature, top_k, None, generator)  # (B, 1)
             next_id = next_id.masked_fill(finished[:, None], pad_id)  # finished rows: padding
             out = torch.cat([out, next_id], dim=1)  # (B, t + 1)
             finished |= next_id[:, 0] == eos_id

@@ -161,6 +161,22 @@ class RelMultiHeadAttention(nn.Module):
         Returns:
             Tensor of shape (B, T, d_model).
         """
+        out, _ = self._attend(x, context, r, mask, need_weights=False)  # (B, H, T, Dh)
+        b, _, t, _ = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(b, t, -1))  # (B, T, d_model)
+
+    def attention_weights(
+        self, x: Tensor, context: Tensor, *, r: Tensor | None, mask: Tensor
+    ) -> Tensor:
+        """The attention weights of :meth:`forward` (same arguments), shape (B, H, T, K)."""
+        _, weights = self._attend(x, context, r, mask, need_weights=True)
+        assert weights is not None
+        return weights
+
+    def _attend(
+        self, x: Tensor, context: Tensor, r: Tensor | None, mask: Tensor, *, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """Heads' outputs (B, H, T, Dh), and the weights (B, H, T, K) if asked for."""
         q = self._split(self.q_proj(x))  # (B, H, T, Dh)
         k = self._split(self.k_proj(context))  # (B, H, K, Dh)
         value = self._split(self.v_proj(context))  # (B, H, K, Dh)
@@ -170,7 +186,7 @@ class RelMultiHeadAttention(nn.Module):
         if r is not None:
             bias = self.position_scores(q, r) * scale  # (B, H, T, K) the position term
             u = self.u[:, None]  # (H, 1, Dh) broadcast over queries
-        out = scaled_dot_product_attention(
+        result = scaled_dot_product_attention(
             q + u,  # content term: (q_i + u) . k_j
             k,
             value,
@@ -178,10 +194,11 @@ class RelMultiHeadAttention(nn.Module):
             bias=bias,
             scale=scale,
             dropout_p=self.dropout if self.training else 0.0,
-        )  # (B, H, T, Dh)
-        assert isinstance(out, Tensor)  # no weights asked for
-        b, _, t, _ = out.shape
-        return self.out_proj(out.transpose(1, 2).reshape(b, t, -1))  # (B, T, d_model)
+            return_weights=need_weights,
+        )  # (B, H, T, Dh), or with the weights (B, H, T, K)
+        if isinstance(result, Tensor):
+            return result, None
+        return result
 
 
 class TransformerXLBlock(nn.Module):
