@@ -39,13 +39,15 @@ import sys
 import tempfile
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.helpers import toc_files
 
 ROOT = Path(__file__).resolve().parents[1]
 LANG = "zh_CN"
@@ -78,20 +80,8 @@ ZH_THEME_OPTIONS = {"search_bar_text": "搜索本书……"}
 def toc_pages(toc_path: Path) -> list[str]:
     """The docnames of ``_toc.yml`` (the root first, then every ``file:`` entry in order)."""
     toc = yaml.safe_load(toc_path.read_text(encoding="utf-8"))
-    pages = [toc["root"]]
-
-    def walk(node: Any) -> Iterator[str]:
-        if isinstance(node, dict):
-            if "file" in node:
-                yield str(node["file"])
-            for value in node.values():
-                yield from walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                yield from walk(item)
-
-    pages += [p for p in walk({k: v for k, v in toc.items() if k != "root"}) if p != toc["root"]]
-    return pages
+    rest = {k: v for k, v in toc.items() if k != "root"}
+    return [toc["root"]] + [str(p) for p in toc_files(rest) if p != toc["root"]]
 
 
 def toc_messages(config_path: Path, toc_path: Path) -> list[str]:
