@@ -312,7 +312,7 @@ def test_bad_input(pair: tuple[torch.nn.Module, BART]) -> None:
     x, mask, y = batch()
     with pytest.raises(ValueError, match=r"attention_mask must have shape \(batch, T_enc\) = \(3, 15\)"):  # fmt: skip
         bart(x, y, mask.T)
-    with pytest.raises(ValueError, match="attention_mask must hold only 0"):
+    with pytest.raises(ValueError, match=r"attention_mask must hold only 1 \(token\) and 0 \(padding\)"):
         bart(x, y, mask * 2)
     with pytest.raises(ValueError, match=r"input_ids ids must lie in \[0, 97\)"):
         bart(x - 2, y, mask)

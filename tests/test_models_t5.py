@@ -320,7 +320,7 @@ def test_bad_input(pair: tuple[torch.nn.Module, T5]) -> None:
     x, mask, y = batch()
     with pytest.raises(ValueError, match=r"attention_mask must have shape \(batch, T_enc\) = \(3, 15\)"):  # fmt: skip
         t5(x, y, mask[:, :-1])
-    with pytest.raises(ValueError, match="attention_mask must hold only 0"):
+    with pytest.raises(ValueError, match=r"attention_mask must hold only 1 \(token\) and 0 \(padding\)"):
         t5(x, y, mask * 0.5)
     with pytest.raises(TypeError, match="attention_mask must be a Tensor"):
         t5(x, y, mask.tolist())  # type: ignore[arg-type]

@@ -1,4 +1,4 @@
-"""What T5 and BART share: Hugging Face's attention mask, input checks and the generation loop.
+"""What T5 and BART share: input checks, loading with Hugging Face's names, and the generation loop.
 
 Both models are encoder-decoders with the same outer interface (``encode``, ``decode`` with a
 list of per-block :class:`~mtlib.blocks.DecoderCache`, ``new_cache``); :func:`generate` runs
@@ -75,40 +75,6 @@ def load_renamed(
                 pattern = rf"(?<![\w.]){re.escape(middle)}(?![\w.])"
                 message = re.sub(pattern, theirs, message, count=1)
         raise ValueError(message) from None
-
-
-def key_mask(attention_mask: Tensor | None, input_ids: Tensor) -> Tensor | None:
-    """Hugging Face's ``attention_mask`` (B, T_enc), 1 = token, 0 = padding, as mtlib's boolean
-    key mask (B, 1, 1, T_enc), True = may attend; None stays None.
-
-    Args:
-        attention_mask: bool, integer or float tensor of 0s and 1s, shape (B, T_enc), or None.
-        input_ids: the encoder's token ids (B, T_enc), for the expected shape.
-
-    Raises:
-        TypeError / ValueError: naming ``attention_mask``, on a wrong type, shape or values.
-    """
-    if attention_mask is None:
-        return None
-    expected = f"(batch, T_enc) = {tuple(input_ids.shape)} with 1 = token, 0 = padding"
-    if not isinstance(attention_mask, Tensor) or attention_mask.dtype.is_complex:
-        got = type(attention_mask).__name__
-        raise TypeError(f"attention_mask must be a Tensor of shape {expected}, got {got}")
-    if tuple(attention_mask.shape) != tuple(input_ids.shape):
-        raise ValueError(
-            f"attention_mask must have shape {expected}, got {tuple(attention_mask.shape)}"
-        )
-    if attention_mask.device != input_ids.device:
-        raise ValueError(
-            f"attention_mask is on {attention_mask.device}, input_ids on {input_ids.device}"
-        )
-    if attention_mask.dtype != torch.bool:
-        if not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
-            raise ValueError(
-                "attention_mask must hold only 0 (padding) and 1 (token), Hugging Face's convention"
-            )
-        attention_mask = attention_mask != 0
-    return attention_mask[:, None, None, :]  # (B, 1, 1, T_enc)
 
 
 def check_memory(memory: object, batch: int, d_model: int) -> Tensor:

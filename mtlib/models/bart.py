@@ -43,6 +43,7 @@ from mtlib import _checks
 from mtlib.blocks import BlockConfig, DecoderBlock, DecoderCache, EncoderBlock
 from mtlib.masks import causal_mask
 from mtlib.models import _seq2seq
+from mtlib.models.bert import attention_mask_to_bool
 
 __all__ = ["BARTConfig", "BART", "BARTEncoder", "BARTDecoder", "shift_tokens_right", "HF_RENAMES"]
 
@@ -309,7 +310,9 @@ class BART(nn.Module):
             The memory, (B, T_enc, d_model).
         """
         tokens = self._tokens(input_ids, "input_ids")
-        mask = _seq2seq.key_mask(attention_mask, input_ids)  # (B, 1, 1, T_enc) or None
+        mask = attention_mask_to_bool(
+            attention_mask, input_ids, length="T_enc"
+        )  # (B, 1, 1, T_enc) or None
         return self.encoder(tokens, mask=mask)  # (B, T_enc, d_model)
 
     def decode(
@@ -336,7 +339,9 @@ class BART(nn.Module):
         tokens = self._tokens(decoder_input_ids, "decoder_input_ids", past)
         memory = _seq2seq.check_memory(memory, decoder_input_ids.shape[0], self.config.d_model)
         source = memory.new_zeros(memory.shape[:2], dtype=torch.long)  # (B, T_enc) for the shape
-        memory_mask = _seq2seq.key_mask(attention_mask, source)  # (B, 1, 1, T_enc) or None
+        memory_mask = attention_mask_to_bool(
+            attention_mask, source, length="T_enc"
+        )  # (B, 1, 1, T_enc) or None
         y = self.decoder(tokens, memory, memory_mask=memory_mask, cache=cache)  # (B, T, d_model)
         return self.lm_head(y) + self.final_logits_bias  # (B, T_dec, vocab_size)
 

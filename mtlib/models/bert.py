@@ -98,26 +98,37 @@ class BERTConfig:
         return cls(**overrides)
 
 
-def attention_mask_to_bool(attention_mask: Tensor | None, input_ids: Tensor) -> Tensor | None:
+def attention_mask_to_bool(
+    attention_mask: Tensor | None, input_ids: Tensor, *, length: str = "seq_len"
+) -> Tensor | None:
     """Hugging Face's attention mask (1 = token, 0 = padding) as mtlib's bool mask.
+
+    BERT, T5 and BART all take their ``attention_mask`` through this function.
 
     Args:
         attention_mask: (B, T) of 0/1 (any integer, float or bool dtype), or None.
-        input_ids: (B, T) token ids, for the expected shape.
+        input_ids: (B, T) token ids, for the expected shape and device.
+        length: the name of ``T`` in error messages (``"T_enc"`` for an encoder-decoder).
 
     Returns:
         Bool (B, 1, 1, T), True for the keys that may be attended; None if no mask was given.
+
+    Raises:
+        TypeError / ValueError: naming ``attention_mask``, on a wrong type, shape, device or values.
     """
     if attention_mask is None:
         return None
-    expected = f"(batch, seq_len) = {tuple(input_ids.shape)} like input_ids, of 0/1"
-    if not isinstance(attention_mask, Tensor):
-        raise TypeError(
-            f"attention_mask must be a Tensor {expected}, got {type(attention_mask).__name__}"
-        )
+    expected = f"(batch, {length}) = {tuple(input_ids.shape)} like input_ids, of 0/1"
+    if not isinstance(attention_mask, Tensor) or attention_mask.dtype.is_complex:
+        got = type(attention_mask).__name__
+        raise TypeError(f"attention_mask must be a Tensor {expected}, got {got}")
     if tuple(attention_mask.shape) != tuple(input_ids.shape):
         raise ValueError(
             f"attention_mask must have shape {expected}, got {tuple(attention_mask.shape)}"
+        )
+    if attention_mask.device != input_ids.device:
+        raise ValueError(
+            f"attention_mask is on {attention_mask.device}, input_ids on {input_ids.device}"
         )
     if (
         attention_mask.dtype != torch.bool

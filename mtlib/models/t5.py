@@ -49,6 +49,7 @@ from mtlib import _checks
 from mtlib.attention import MultiHeadAttention
 from mtlib.blocks import DecoderCache, GELUTanh
 from mtlib.models import _seq2seq
+from mtlib.models.bert import attention_mask_to_bool
 from mtlib.positional import RelativePositionBias
 
 __all__ = [
@@ -416,7 +417,9 @@ class T5(nn.Module):
             The memory, (B, T_enc, d_model).
         """
         _checks.token_ids(input_ids, "input_ids", self.config.vocab_size)
-        mask = _seq2seq.key_mask(attention_mask, input_ids)  # (B, 1, 1, T_enc) or None
+        mask = attention_mask_to_bool(
+            attention_mask, input_ids, length="T_enc"
+        )  # (B, 1, 1, T_enc) or None
         return self.encoder(self.shared(input_ids), mask=mask)  # (B, T_enc, d_model)
 
     def decode(
@@ -442,7 +445,9 @@ class T5(nn.Module):
         _checks.token_ids(decoder_input_ids, "decoder_input_ids", c.vocab_size)
         memory = _seq2seq.check_memory(memory, decoder_input_ids.shape[0], c.d_model)
         source = memory.new_zeros(memory.shape[:2], dtype=torch.long)  # (B, T_enc) for the shape
-        memory_mask = _seq2seq.key_mask(attention_mask, source)  # (B, 1, 1, T_enc) or None
+        memory_mask = attention_mask_to_bool(
+            attention_mask, source, length="T_enc"
+        )  # (B, 1, 1, T_enc) or None
         cache = _seq2seq.check_cache(cache, len(self.decoder.blocks))
         y = self.decoder(self.shared(decoder_input_ids), memory=memory, memory_mask=memory_mask,
                          cache=cache)  # fmt: skip  # (B, T_dec, d_model)
