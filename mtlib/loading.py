@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable, Mapping
 
 from torch import Tensor, nn
 
-__all__ = ["load_weights", "split_in_proj"]
+__all__ = ["load_weights", "rename", "split_in_proj"]
 
 
 def split_in_proj(tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:
@@ -46,7 +46,7 @@ def split_in_proj(tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:
     return out
 
 
-def _rename(name: str, renames: Iterable[tuple[str, str]]) -> str:
+def rename(name: str, renames: Iterable[tuple[str, str]]) -> str:
     """Apply the first matching rename to whole dotted components: ``linear1`` -> ``ff.linear1``."""
     for theirs, ours in renames:
         new = re.sub(rf"(^|\.){re.escape(theirs)}(?=\.|$)", rf"\g<1>{ours}", name, count=1)
@@ -80,7 +80,7 @@ def load_weights(
     ours = module.state_dict()
     state: dict[str, Tensor] = {}
     for their_name, value in tensors.items():
-        name = _rename(their_name, renames)
+        name = rename(their_name, renames)
         value = value.t() if their_name in transpose else value
         if name not in ours:
             raise ValueError(
