@@ -114,7 +114,8 @@ def attention_mask_to_bool(
         Bool (B, 1, 1, T), True for the keys that may be attended; None if no mask was given.
 
     Raises:
-        TypeError / ValueError: naming ``attention_mask``, on a wrong type, shape, device or values.
+        TypeError: naming ``attention_mask``, when it is not a real-valued tensor.
+        ValueError: naming ``attention_mask``, on a wrong shape, device or values.
     """
     if attention_mask is None:
         return None
