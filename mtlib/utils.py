@@ -8,6 +8,13 @@ Every chapter starts with one call::
 which seeds Python, NumPy and PyTorch, picks the device (cuda > mps > cpu, unless the
 environment variable ``MTLIB_DEVICE`` says otherwise) and sets the book's plotting style.
 
+**Other seeds.** With the environment variable ``MTLIB_SEED_SHIFT=k`` set (an integer), ``setup``
+shifts *every* seed the chapter sets from then on by ``k``: its own, and each later
+``torch.manual_seed(s)``, ``torch.Generator().manual_seed(s)``, ``np.random.seed(s)`` and
+``random.seed(s)``, in the chapter and inside mtlib, become seed ``s + k``. So one variable re-runs
+a whole chapter on other random draws without editing it; every assert must still hold. The seed
+sweep (``python -m tests.seed_sweep``) uses it.
+
 The rounding helpers exist because the book prints numbers that CI compares character by
 character: a float printed with all its digits can differ in the last place between 1 and 16
 threads. Print numbers rounded to what they are accurate to.
@@ -26,11 +33,14 @@ import torch
 
 __all__ = [
     "DEVICE_ENV",
+    "SEED_SHIFT_ENV",
+    "below",
     "fmt",
     "get_device",
     "in_colab",
     "rounded",
     "seed_everything",
+    "seed_shift",
     "setup",
     "shapes",
 ]
@@ -39,6 +49,56 @@ __all__ = [
 DEVICE_ENV = "MTLIB_DEVICE"
 
 _KNOWN_DEVICES = ("cpu", "cuda", "mps")
+
+#: Name of the environment variable that shifts every seed a chapter sets (see the module notes).
+SEED_SHIFT_ENV = "MTLIB_SEED_SHIFT"
+
+
+def seed_shift() -> int:
+    """The shift ``MTLIB_SEED_SHIFT`` asks for (0 when unset).
+
+    Raises:
+        ValueError: if the variable is set but is not an integer >= 0.
+    """
+    text = os.environ.get(SEED_SHIFT_ENV, "").strip()
+    if not text:
+        return 0
+    if not text.isdigit():
+        raise ValueError(f"{SEED_SHIFT_ENV} must be an integer >= 0, got {text!r}")
+    return int(text)
+
+
+_installed_shift: int | None = None
+
+
+def _install_seed_shift(shift: int) -> None:
+    """Make every later seeding call add ``shift`` (once per process; the sweep's mechanism)."""
+    global _installed_shift
+    if _installed_shift is not None:
+        if _installed_shift != shift:
+            raise RuntimeError(f"the seed shift is already {_installed_shift}, cannot make it {shift}")
+        return
+    _installed_shift = shift
+    torch_seed, np_seed, py_seed = torch.manual_seed, np.random.seed, random.seed
+
+    def manual_seed(seed: int) -> torch.Generator:
+        return torch_seed(int(seed) + shift)
+
+    class Generator(torch.Generator):  # what torch.Generator() makes from now on
+        def manual_seed(self, seed: int) -> torch.Generator:
+            return super().manual_seed(int(seed) + shift)
+
+    def numpy_seed(seed: Any = None) -> None:
+        np_seed(None if seed is None else int(seed) + shift)
+
+    def python_seed(seed: Any = None, version: int = 2) -> None:
+        py_seed(seed + shift if isinstance(seed, int) else seed, version)
+
+    torch.manual_seed = manual_seed
+    torch.random.manual_seed = manual_seed
+    torch.Generator = Generator  # type: ignore[misc]
+    np.random.seed = numpy_seed
+    random.seed = python_seed  # type: ignore[assignment]
 
 
 def seed_everything(seed: int = 0) -> None:
@@ -125,7 +185,13 @@ def setup(
 
     Returns:
         The device the chapter should use.
+
+    With ``MTLIB_SEED_SHIFT=k`` in the environment, this and every later seed is shifted by ``k``
+    (see the module notes).
     """
+    shift = seed_shift()
+    if shift:
+        _install_seed_shift(shift)
     if threads is not None:
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ValueError(f"threads must be an int >= 1 or None, got {threads!r}")
@@ -171,6 +237,37 @@ def rounded(value: Any, decimals: int = 3) -> Any:
     raise TypeError(
         f"value must be a number, tensor, array, list, tuple or dict, got {type(value).__name__}"
     )
+
+
+def below(value: float | torch.Tensor, bound: float) -> str:
+    """Print a rounding error or a tolerance as the bound it stays under, e.g. ``"< 1e-6"``.
+
+    Errors at the level of float rounding (1e-7 in float32) change with the kernel that computed
+    them, so the book prints the bound, and asserts it separately
+    (``assert err < 1e-6``). A value that is not below the bound is printed as itself, so the
+    page never shows a false bound.
+
+    Args:
+        value: a Python/NumPy number or a one-element tensor (for example a largest error).
+        bound: a positive number, shown in short scientific notation.
+
+    Example:
+        >>> below(1.1e-07, 1e-6)
+        '< 1e-6'
+    """
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise ValueError(
+                f"value must be a single number, got a tensor of shape {tuple(value.shape)}"
+            )
+        value = value.item()
+    if not bound > 0:
+        raise ValueError(f"bound must be a positive number, got {bound!r}")
+    mantissa, exponent = f"{float(bound):.0e}".split("e")
+    short = f"{mantissa}e{int(exponent)}" if not 0.001 <= bound < 1000 else f"{bound:g}"
+    if float(value) < bound:
+        return f"< {short}"
+    return f"{float(value):.2g} (not below {short})"
 
 
 def fmt(value: float | torch.Tensor, sig: int = 3) -> str:

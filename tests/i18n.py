@@ -11,6 +11,8 @@ Usage, from the repository root::
 
     python -m tests.i18n extract   # after an English edit: update locale/zh_CN (new messages
                                    # empty, changed ones fuzzy with the previous English kept)
+    python -m tests.i18n renumber  # after a re-execution moved numbers in the prose: carry each
+                                   # number-only change into the translation (no translator needed)
     python -m tests.i18n check     # CI: catalogs up to date, coverage table, markup, msgfmt -c
     python -m tests.i18n build     # both editions: _build/html (English) + _build/html/zh_CN/
     python -m tests.i18n drift     # CI, after build: zh code cells and outputs == English ones
@@ -223,6 +225,69 @@ def _po_bytes(cat: Any) -> bytes:
             lines.insert(at, "#| msgid " + normalize(previous, prefix="#| ", width=PO_WIDTH))
             blocks[i] = "\n".join(lines)
     return "\n\n".join(blocks).encode("utf-8")
+
+
+# --------------------------------------------------------------------------- renumber
+
+# A number as the prose writes it: 0.58, 1,383, 76, 1e-6, 2.3e-02, -0.5 (not part of a word
+# such as d2 or W1, nor a heading number such as 1.3 inside a {ref}: those match too, and the
+# rule below only acts when the text around the numbers is unchanged).
+NUMBER = re.compile(r"(?<![\w.])-?\d+(?:,\d{3})*(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])")
+
+
+def renumbered(previous: str, msgid: str, msgstr: str) -> str | None:
+    """The translation of ``msgid``, if it differs from ``previous`` only in its numbers.
+
+    A re-executed chapter moves the numbers its prose quotes ("0.58" becomes "0.61"): the English
+    message changes, its translation goes fuzzy, and no translator is needed to change the same
+    numbers in the Chinese. Returns None unless the text around the numbers is identical, each
+    changed number maps to one new value (a "0.5" that becomes "0.6" in one place and "0.7" in
+    another is ambiguous), and the translation holds the same numbers as the previous English
+    (in any order, as Chinese word order may move them).
+    """
+    old_nums, new_nums = NUMBER.findall(previous), NUMBER.findall(msgid)
+    if NUMBER.sub("#", previous) != NUMBER.sub("#", msgid) or len(old_nums) != len(new_nums):
+        return None
+    mapping: dict[str, str] = {}
+    for a, b in zip(old_nums, new_nums, strict=True):
+        if mapping.setdefault(a, b) != b:
+            return None
+    if sorted(NUMBER.findall(msgstr)) != sorted(old_nums):
+        return None
+    return NUMBER.sub(lambda m: mapping[m.group(0)], msgstr)
+
+
+def renumber(locale_dir: Path, only: Sequence[str] = ()) -> tuple[int, list[str]]:
+    """Carry number-only English changes into the fuzzy translations of every catalog.
+
+    Returns the number of messages fixed and one line per fuzzy message left for a translator.
+    """
+    from babel.messages.pofile import read_po
+
+    fixed, left = 0, []
+    for domain, po_file in catalogs(locale_dir / LANG / "LC_MESSAGES", ".po").items():
+        if only and domain not in only:
+            continue
+        with po_file.open("rb") as f:
+            cat = read_po(f, locale=LANG)
+        changed = False
+        for message in cat:
+            if not (message.id and message.fuzzy and message.previous_id and message.string):
+                continue
+            previous = (message.previous_id[0] if isinstance(message.previous_id, (list, tuple))
+                        else message.previous_id)
+            new = renumbered(previous, message.id, message.string)
+            if new is None:
+                left.append(f"{domain}: {message.id[:70]!r}")
+                continue
+            message.string = new
+            message.flags.discard("fuzzy")
+            message.previous_id = ()
+            fixed += 1
+            changed = True
+        if changed:
+            po_file.write_bytes(_po_bytes(cat))
+    return fixed, left
 
 
 # --------------------------------------------------------------------------- check (a): up to date
@@ -735,6 +800,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_extract.add_argument(
         "pages", nargs="*", help="update only these catalogs (e.g. book/glossary _toc)"
     )
+    p_renumber = sub.add_parser(
+        "renumber", help="after extract: carry number-only English changes into the translations"
+    )
+    p_renumber.add_argument("pages", nargs="*", help="only these catalogs (e.g. chapters/01_...)")
     p_check = sub.add_parser("check", help="catalogs up to date, coverage, markup, msgfmt -c")
     p_check.add_argument(
         "--min-coverage",
@@ -757,6 +826,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for domain, status in sorted(changed.items()):
             print(f"{status}: {po_path(LOCALE, domain)}")
         print(f"{len(changed)} catalogs changed" if changed else "catalogs already up to date")
+        return 0
+    if args.command == "renumber":
+        fixed, left = renumber(ROOT / LOCALE, args.pages)
+        print(f"{fixed} translations renumbered; {len(left)} fuzzy messages need a translator")
+        for line in left:
+            print("  " + line)
         return 0
     if args.command == "check":
         return 1 if check(ROOT, args.min_coverage, fresh=args.fresh) else 0

@@ -366,3 +366,20 @@ def test_a_message_shared_by_several_pages_has_one_translation() -> None:
     assert not differing, "translated differently on different pages: " + "; ".join(
         f"{msgid!r}: {pages}" for msgid, pages in list(differing.items())[:5]
     )
+
+
+def test_renumber_carries_number_only_changes_into_the_translation():
+    from tests.i18n import renumbered
+
+    # Chinese word order moves the numbers; each changed number maps to one new value
+    assert renumbered("falls from 0.96 at length 4 to 0.26 at length 20",
+                      "falls from 0.98 at length 4 to 0.31 at length 20",
+                      "从长度 4 时的 0.96 降到长度 20 时的 0.26") == "从长度 4 时的 0.98 降到长度 20 时的 0.31"
+    assert renumbered("76 of 500 (0.58), 1,383 positions", "20 of 500 (0.75), 1,401 positions",
+                      "500 个中 76 个（0.58），1,383 个位置") == "500 个中 20 个（0.75），1,401 个位置"
+    # anything but numbers changed, an ambiguous mapping, or a translation missing a number:
+    # left fuzzy for a translator
+    assert renumbered("a b 0.5", "a c 0.6", "甲 0.5") is None
+    assert renumbered("0.5 and 0.5", "0.6 and 0.7", "0.5 和 0.5") is None
+    assert renumbered("scores 0.9 and 0.8", "scores 0.9 and 0.7", "得分 0.9") is None
+    assert renumbered("d2 and W1 at 0.5", "d2 and W1 at 0.6", "d2 与 W1 为 0.5") == "d2 与 W1 为 0.6"

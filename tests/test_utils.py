@@ -1,3 +1,4 @@
+import os
 import random
 
 import numpy as np
@@ -104,3 +105,65 @@ def test_fmt_uses_significant_digits():
 def test_shapes_table_aligns_names():
     table = utils.shapes(q=torch.zeros(2, 5, 8), keys=torch.zeros(2, 7, 8), mask=(2, 1, 7))
     assert table.splitlines() == ["q     (2, 5, 8)", "keys  (2, 7, 8)", "mask  (2, 1, 7)"]
+
+
+def _run_with_shift(shift: str, code: str) -> str:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MTLIB_SEED_SHIFT": shift}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    return out.stdout.strip() + out.stderr.strip()[-300:]
+
+
+_DRAWS = (
+    "import random, numpy as np, torch; from mtlib import utils; utils.setup(seed=3, style=False);"
+    "a = torch.rand(2).tolist(); b = np.random.rand(); c = random.random();"
+    "torch.manual_seed(7); d = torch.rand(1).item();"
+    "e = torch.rand(1, generator=torch.Generator().manual_seed(11)).item();"
+    "np.random.seed(5); f = np.random.rand(); random.seed(9); g = random.random();"
+    "print(repr((a, b, c, d, e, f, g)))"
+)
+
+
+def test_seed_shift_moves_every_seed_the_chapter_and_mtlib_set():
+    shifted = _run_with_shift("1000", _DRAWS)
+    plain = _run_with_shift("0", _DRAWS)
+    torch.manual_seed(1003)
+    a = torch.rand(2).tolist()
+    np.random.seed(1003)
+    b = np.random.rand()
+    random.seed(1003)
+    c = random.random()
+    torch.manual_seed(1007)
+    d = torch.rand(1).item()
+    e = torch.rand(1, generator=torch.Generator().manual_seed(1011)).item()
+    np.random.seed(1005)
+    f = np.random.rand()
+    random.seed(1009)
+    g = random.random()
+    assert shifted == repr((a, b, c, d, e, f, g))
+    assert plain != shifted
+    torch.manual_seed(3)
+    assert eval(plain)[0] == torch.rand(2).tolist()  # no shift: the seeds as written
+
+
+def test_seed_shift_must_be_a_non_negative_integer(monkeypatch):
+    monkeypatch.setenv("MTLIB_SEED_SHIFT", "-3")
+    with pytest.raises(ValueError, match="MTLIB_SEED_SHIFT must be an integer >= 0"):
+        utils.seed_shift()
+    monkeypatch.setenv("MTLIB_SEED_SHIFT", "")
+    assert utils.seed_shift() == 0
+
+
+def test_below_prints_the_bound_and_never_a_false_one():
+    assert utils.below(1.1e-07, 1e-6) == "< 1e-6"
+    assert utils.below(torch.tensor(3e-9), 1e-8) == "< 1e-8"
+    assert utils.below(0.004, 0.01) == "< 0.01"
+    assert utils.below(2.5e-6, 1e-6) == "2.5e-06 (not below 1e-6)"
+    assert utils.below(float("nan"), 1e-6).startswith("nan")
+    with pytest.raises(ValueError, match="bound must be a positive number"):
+        utils.below(1e-7, 0)
+    with pytest.raises(ValueError, match="single number"):
+        utils.below(torch.zeros(2), 1e-6)
