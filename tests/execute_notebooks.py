@@ -80,9 +80,14 @@ def sanitizers(cfg: Path = SANITIZE) -> list[tuple[re.Pattern[str], str]]:
 
 def compared_outputs(cell: Any, rules: list[tuple[re.Pattern[str], str]]) -> list[str]:
     """The text of a code cell's outputs as strict nbval compares them (sanitized)."""
-    texts = []
+    texts: list[str] = []
+    last_stream = None  # consecutive chunks of one stream are one output (as nbval reads them)
     for out in cell.get("outputs", []):
         kind = out["output_type"]
+        if kind == "stream" and out["name"] == last_stream:
+            texts[-1] += out["text"]
+            continue
+        last_stream = out["name"] if kind == "stream" else None
         if kind == "stream":
             texts.append(f"[{out['name']}] {out['text']}")
         elif kind in ("execute_result", "display_data"):

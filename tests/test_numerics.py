@@ -121,6 +121,7 @@ def test_changed_cells_compares_what_strict_nbval_compares():
         ("d", [{"output_type": "display_data", "metadata": {},
                 "data": {"image/png": "AAAA", "text/plain": "<Figure size 10x3>"}}], []),
         ("e", [_out("same\n")], []),
+        ("f", [_out("one "), _out("line\n")], []),                # a stream in two chunks
     ])
     after = _nb([
         ("a", [_out("loss 0.61\n")], []),
@@ -128,12 +129,14 @@ def test_changed_cells_compares_what_strict_nbval_compares():
         ("c", [_out("something else\n")], ["nbval-ignore-output"]),
         ("d", [{"output_type": "display_data", "metadata": {},
                 "data": {"image/png": "BBBB", "text/plain": "<Figure size 10x3>"}}], []),
-        ("e", [_out("same\n"), _out("more\n")], []),
+        ("e", [_out("same\n"), {"output_type": "stream", "name": "stderr", "text": "more\n"}], []),
+        ("f", [_out("one line\n")], []),
     ])
     changes = ex.changed_cells(before, after)
     assert [c["index"] for c in changes] == [0, 5]  # the markdown cell is index 1
     assert changes[0]["was"] == "[stdout] loss 0.62" and changes[0]["now"] == "[stdout] loss 0.61"
-    assert changes[1]["was"] == "(nothing)" and changes[1]["lines"] == 1
+    assert changes[1]["was"] == "(nothing)" and changes[1]["now"] == "[stderr] more"
+    assert changes[1]["lines"] == 1
 
 
 def test_every_pinned_output_names_a_compared_code_cell_and_a_reason():
