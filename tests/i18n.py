@@ -262,21 +262,26 @@ def renumber(locale_dir: Path, only: Sequence[str] = ()) -> tuple[int, list[str]
 
     Returns the number of messages fixed and one line per fuzzy message left for a translator.
     """
+    import polib
     from babel.messages.pofile import read_po
 
     fixed, left = 0, []
     for domain, po_file in catalogs(locale_dir / LANG / "LC_MESSAGES", ".po").items():
         if only and domain not in only:
             continue
+        # babel does not read the "#| msgid" lines back; polib does
+        previous = {e.msgid: e.previous_msgid for e in polib.pofile(str(po_file))
+                    if e.previous_msgid}
         with po_file.open("rb") as f:
             cat = read_po(f, locale=LANG)
         changed = False
         for message in cat:
-            if not (message.id and message.fuzzy and message.previous_id and message.string):
+            if not (message.id and message.fuzzy):
                 continue
-            previous = (message.previous_id[0] if isinstance(message.previous_id, (list, tuple))
-                        else message.previous_id)
-            new = renumbered(previous, message.id, message.string)
+            message.previous_id = previous.get(message.id) or ()  # kept when written back
+            if not (message.previous_id and message.string):
+                continue
+            new = renumbered(message.previous_id, message.id, message.string)
             if new is None:
                 left.append(f"{domain}: {message.id[:70]!r}")
                 continue
@@ -286,6 +291,8 @@ def renumber(locale_dir: Path, only: Sequence[str] = ()) -> tuple[int, list[str]
             fixed += 1
             changed = True
         if changed:
+            for message in cat:
+                message.flags -= FORMAT_FLAGS
             po_file.write_bytes(_po_bytes(cat))
     return fixed, left
 
