@@ -1,5 +1,10 @@
 """Chapter 2's self-checks: correct solutions pass, typical mistakes get the intended message."""
 
+import os
+import re
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -41,6 +46,32 @@ def good_longest_match(word, vocab):
     return pieces
 
 
+def sorted_regex_longest_match(word, vocab):
+    # Correct: a regular expression whose alternatives are tried longest first.
+    return re.findall("|".join(map(re.escape, sorted(vocab, key=len, reverse=True))), word)
+
+
+def recursive_longest_match(word, vocab):
+    # Correct: the longest known prefix, then the same on the rest.
+    if not word:
+        return []
+    end = next(e for e in range(len(word), 0, -1) if word[:e] in vocab)
+    return [word[:end], *recursive_longest_match(word[end:], vocab)]
+
+
+def rank_min_apply_merges(ids, merges):
+    # Correct, GPT-2's way: merge the adjacent pair learned first, until no pair is a merge.
+    ranks = {tuple(p): r for r, p in enumerate(merges)}
+    ids = list(ids)
+    while len(ids) > 1:
+        pairs = [(ranks.get((a, b), len(merges)), i) for i, (a, b) in enumerate(zip(ids[:-1], ids[1:], strict=True))]
+        rank, i = min(pairs)
+        if rank == len(merges):
+            break
+        ids[i : i + 2] = [256 + rank]
+    return ids
+
+
 def good_tied_logits(hidden, weight):
     return hidden @ weight.T
 
@@ -59,7 +90,10 @@ def linear_tied_logits(hidden, weight):
         (exercises.check_apply_merges, good_apply_merges, 7),
         (exercises.check_apply_merges, library_apply_merges, 7),
         (exercises.check_apply_merges, tuple_apply_merges, 7),
+        (exercises.check_apply_merges, rank_min_apply_merges, 7),
         (exercises.check_longest_match, good_longest_match, 6),
+        (exercises.check_longest_match, sorted_regex_longest_match, 6),
+        (exercises.check_longest_match, recursive_longest_match, 6),
         (exercises.check_tied_logits, good_tied_logits, 3),
         (exercises.check_tied_logits, einsum_tied_logits, 3),
         (exercises.check_tied_logits, linear_tied_logits, 3),
@@ -135,6 +169,35 @@ def longest_match_as_string(word, vocab):
     return " ".join(good_longest_match(word, vocab))
 
 
+def longest_piece_anywhere(word, vocab):
+    # Wrong (MaxMatch by length): the longest known piece anywhere in the word, then both sides.
+    if not word:
+        return []
+    s, e = max(
+        ((s, e) for s in range(len(word)) for e in range(s + 1, len(word) + 1) if word[s:e] in vocab),
+        key=lambda se: (se[1] - se[0], -se[0]),
+    )
+    return [*longest_piece_anywhere(word[:s], vocab), word[s:e], *longest_piece_anywhere(word[e:], vocab)]
+
+
+def longest_match_capped(word, vocab, cap=6):
+    # Wrong: never tries a piece longer than 6 characters.
+    pieces, start = [], 0
+    while start < len(word):
+        end = min(len(word), start + cap)
+        while word[start:end] not in vocab:
+            end -= 1
+        pieces.append(word[start:end])
+        start = end
+    return pieces
+
+
+def unsorted_regex_longest_match(word, vocab):
+    # Wrong: a regular expression's alternation takes the first alternative that matches, so
+    # the order of the set decides (it used to pass for one PYTHONHASHSEED in twelve).
+    return re.findall("|".join(map(re.escape, vocab)), word)
+
+
 @pytest.mark.parametrize(
     "checker, bad, match",
     [
@@ -147,6 +210,9 @@ def longest_match_as_string(word, vocab):
         (exercises.check_longest_match, shortest_match, r"case 2 of 6 \(prefer the longest.*\nHint: at each position try the longest"),
         (exercises.check_longest_match, longest_match_from_the_end, r"case 3 of 6 \(left to right.*\nHint: match from the start"),
         (exercises.check_longest_match, longest_match_as_string, r"case 1 of 6 .*expected a list of str, got str"),
+        (exercises.check_longest_match, longest_piece_anywhere, r"case 3 of 6 \(left to right.*\nHint: match from the start"),
+        (exercises.check_longest_match, longest_match_capped, r"case 4 of 6 \(the whole word \(12 characters\).*\nHint: a piece may be as long"),
+        (exercises.check_longest_match, unsorted_regex_longest_match, r"case 2 of 6 \(prefer the longest.*\nHint: at each position try the longest"),
         (exercises.check_tied_logits, lambda h, w: h @ w, r"case 1 of 3 .*raised RuntimeError"),
         (exercises.check_tied_logits, lambda h, w: (h @ w.T).transpose(1, 2), r"case 1 of 3 .*expected output shape \(2, 3, 7\), got \(2, 7, 3\)"),
         (exercises.check_tied_logits, lambda h, w: torch.softmax(h @ w.T, -1), r"case 1 of 3 .*values differ.*\nHint: .*no softmax"),
@@ -162,3 +228,17 @@ def test_checkers_refuse_something_that_is_not_a_function():
     for checker in (exercises.check_apply_merges, exercises.check_longest_match, exercises.check_tied_logits):
         with pytest.raises(TypeError, match="takes your function"):
             checker([1, 2, 3])
+
+
+def test_longest_match_verdict_does_not_depend_on_the_hash_seed():
+    # Sets of strings iterate in an order that PYTHONHASHSEED decides; the checker's
+    # vocabularies iterate shortest first, so an order-dependent answer fails on every seed.
+    code = (
+        "import re\nfrom mtlib import exercises\n"
+        "def f(word, vocab):\n    return re.findall('|'.join(map(re.escape, vocab)), word)\n"
+        "try:\n    exercises.check_longest_match(f)\nexcept AssertionError as e:\n    print('rejected', str(e)[:40])\n"
+    )
+    for seed in ("0", "4"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert done.stdout.startswith("rejected check_longest_match failed on case 2"), (seed, done.stdout, done.stderr)

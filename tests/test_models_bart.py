@@ -354,3 +354,17 @@ def test_config_validation() -> None:
     assert (base.d_model, base.encoder_layers, base.decoder_ffn_dim, base.vocab_size) == (
         768, 6, 3072, 50265,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("pad_token_id", [1, 0, 96])
+def test_init_leaves_padding_row_zero_like_hf(pad_token_id: int) -> None:
+    # The head is tied to `shared`, and apply() initialises lm_head after shared: a normal_ on
+    # the head re-filled the padding row that _init_weights had just zeroed (max |row| 0.041).
+    torch.manual_seed(3)
+    ours = BART(BARTConfig.tiny(vocab_size=V, pad_token_id=pad_token_id))
+    assert ours.lm_head.weight is ours.shared.weight  # still one tied matrix
+    assert torch.count_nonzero(ours.shared.weight[pad_token_id]) == 0
+    others = ours.shared.weight[torch.arange(V) != pad_token_id]  # (V - 1, d_model)
+    assert 0.015 < others.std().item() < 0.025  # the rest keeps BART's normal(0, 0.02)
+    hf = transformers.BartForConditionalGeneration(hf_config(pad_token_id=pad_token_id))
+    assert torch.count_nonzero(hf.model.shared.weight[pad_token_id]) == 0  # Hugging Face agrees

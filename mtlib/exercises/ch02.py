@@ -82,10 +82,11 @@ def check_apply_merges(fn: Callable[[list[int], list[tuple[int, int]]], list[int
     """Check ``fn(ids, merges)``: encode one chunk's bytes with a list of learned merges.
 
     ``ids`` is a list of byte values (0..255); ``merges[r] = (left, right)`` is the merge of
-    rank ``r``, whose new token has id ``256 + r``. Apply the merges in the order they were
-    learned; each one replaces every occurrence of its pair, scanning left to right, without
-    overlaps (``a a a`` with the merge ``(a, a)`` becomes ``aa a``). Return a new list (a tuple
-    is accepted too).
+    rank ``r``, whose new token has id ``256 + r``. The result is that of applying the merges in
+    the order they were learned, each one replacing every occurrence of its pair, scanning left
+    to right, without overlaps (``a a a`` with the merge ``(a, a)`` becomes ``aa a``); GPT-2's
+    loop (merge the adjacent pair of lowest rank, repeat) gives the same, and so passes too.
+    Return a new list (a tuple is accepted too).
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -110,7 +111,8 @@ def check_apply_merges(fn: Callable[[list[int], list[tuple[int, int]]], list[int
         _Case(
             "order matters: (b, c) is learned before (a, b), so 'abc' becomes a + bc",
             ([a, b, c], [(b, c), (a, b)]),
-            hint="apply the merges in the order they were learned, not the order they occur",
+            hint="apply the merges in the order they were learned (lowest rank first), not in the "
+            "order their pairs occur in the text",
         ),
         _Case(
             "overlapping occurrences: 'aaa' with the merge (a, a)",
@@ -124,6 +126,17 @@ def check_apply_merges(fn: Callable[[list[int], list[tuple[int, int]]], list[int
 
 
 # ---------------------------------------------------------------------------- longest match
+class _ShortestFirst(set):
+    """A set of strings that iterates over its members shortest first (then alphabetically).
+
+    The checker's vocabularies are such sets, so that an answer which depends on the order of
+    iteration (a regular expression ``"|".join(vocab)``, whose alternation takes the first
+    alternative that matches) is judged the same way whatever ``PYTHONHASHSEED`` is."""
+
+    def __iter__(self):  # type: ignore[override]
+        return iter(sorted(set.__iter__(self), key=lambda piece: (len(piece), piece)))
+
+
 def _longest_match_reference(word: str, vocab: set[str]) -> list[str]:
     pieces, start = [], 0
     while start < len(word):
@@ -146,28 +159,31 @@ def check_longest_match(fn: Callable[[str, set[str]], list[str]]) -> None:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
     """
     letters = set("abcdeilnrtu")
+    vocab = _ShortestFirst  # every vocabulary iterates shortest first, whatever the hash seed
     cases = [
-        _Case("only single characters", ("cab", letters)),
+        _Case("only single characters", ("cab", vocab(letters))),
         _Case(
             "prefer the longest piece at the start",
-            ("unrelated", letters | {"un", "re", "relate"}),
+            ("unrelated", vocab(letters | {"un", "re", "relate"})),
             hint="at each position try the longest candidate first, then shorter ones",
         ),
         _Case(
-            "left to right: 'abc' with 'ab' and 'bc' both known",
-            ("abc", {"a", "b", "c", "ab", "bc"}),
-            hint="match from the start of the word (left to right), not from its end",
+            "left to right: 'abcd' with 'ab' and 'bcd' both known",
+            ("abcd", vocab({"a", "b", "c", "d", "ab", "bcd"})),
+            hint="match from the start of the word (left to right): the longest piece at the "
+            "start, not the longest piece anywhere, nor from the end",
         ),
         _Case(
-            "the whole word is one piece",
-            ("bread", letters | {"bread", "br", "read"}),
+            "the whole word (12 characters) is one piece",
+            ("interrelated", vocab(letters | {"interrelated", "inter", "related"})),
+            hint="a piece may be as long as the whole word",
         ),
         _Case(
             "'ba' is known, 'ab' is not",
-            ("abab", {"a", "b", "ba"}),
+            ("abab", vocab({"a", "b", "ba"})),
             hint="a piece must match the characters in order",
         ),
-        _Case("the empty word", ("", letters)),
+        _Case("the empty word", ("", vocab(letters))),
     ]
     _check_list("check_longest_match", fn, cases, _longest_match_reference, str)
 
@@ -177,13 +193,26 @@ def _tied_logits_reference(hidden: torch.Tensor, weight: torch.Tensor) -> torch.
     return hidden.double() @ weight.double().T  # (B, T, d) @ (d, V) -> (B, T, V)
 
 
+def _on_cpu(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, with a tensor result moved to the CPU (a learner may compute on the GPU)."""
+    if not callable(fn):
+        return fn  # _check refuses it with its own message
+
+    def wrapped(*args: Any) -> Any:
+        got = fn(*args)
+        return got.cpu() if isinstance(got, torch.Tensor) else got
+
+    return wrapped
+
+
 def check_tied_logits(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
     """Check ``fn(hidden, weight)``: output logits that reuse the embedding matrix.
 
     ``hidden`` has shape (B, T, d_model) and ``weight`` is an embedding matrix of shape
-    (V, d_model), one row per token. Return the (B, T, V) scores of every position against
-    every token's embedding: the logit of token v at position t is the dot product of
-    ``hidden[b, t]`` with row ``v`` of ``weight``.
+    (n_vocab, d_model), one row per token. Return the (B, T, n_vocab) scores of every position
+    against every token's embedding: the logit of token v at position t is the dot product of
+    ``hidden[b, t]`` with row ``v`` of ``weight``. The inputs are CPU tensors; a result on
+    another device (computed on the GPU) is moved back before the comparison.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -191,19 +220,19 @@ def check_tied_logits(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) 
     g = torch.Generator().manual_seed(2)
     cases = [
         _Case(
-            "B=2, T=3, d_model=4, V=7",
+            "B=2, T=3, d_model=4, n_vocab=7",
             (torch.randn(2, 3, 4, generator=g), torch.randn(7, 4, generator=g)),
             hint="a logit is the plain dot product of hidden[b, t] with row v of weight: "
             "no softmax, no scaling",
         ),
         _Case(
-            "B=1, T=5, d_model=6, V=3",
+            "B=1, T=5, d_model=6, n_vocab=3",
             (torch.randn(1, 5, 6, generator=g), torch.randn(3, 6, generator=g)),
-            hint="multiply by the transpose of the (V, d_model) matrix",
+            hint="multiply by the transpose of the (n_vocab, d_model) matrix",
         ),
         _Case(
-            "B=1, T=1, d_model=4, V=6: a position equal to token 2's embedding",
+            "B=1, T=1, d_model=4, n_vocab=6: a position equal to token 2's embedding",
             (torch.eye(4)[None, 2:3] * 5, torch.cat([torch.eye(4), torch.full((2, 4), 0.1)])),
         ),
     ]
-    _check("check_tied_logits", fn, cases, _tied_logits_reference)
+    _check("check_tied_logits", _on_cpu(fn), cases, _tied_logits_reference)

@@ -267,10 +267,14 @@ class BART(nn.Module):
         self.lm_head.weight = self.shared.weight  # tied: one (vocab_size, d_model) matrix
         self.register_buffer("final_logits_bias", torch.zeros(1, c.vocab_size))  # (1, V)
         self.apply(self._init_weights)
+        # apply() visits lm_head after shared, and lm_head.weight IS shared.weight: its normal_
+        # re-fills the padding row, so zero it once more, last (as Hugging Face's BART ends up)
+        self._zero_padding_row()
 
     def _init_weights(self, module: nn.Module) -> None:
         """BART's initialisation: normal(0, 0.02) weights and embeddings, zero biases and
-        padding row, LayerNorms at (1, 0)."""
+        padding row, LayerNorms at (1, 0). (The padding row is zeroed again after ``apply``, see
+        ``__init__``; with the head tied, training still updates it through the logits.)"""
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
@@ -278,6 +282,11 @@ class BART(nn.Module):
         if isinstance(module, nn.Embedding) and module.padding_idx is not None:
             with torch.no_grad():
                 module.weight[module.padding_idx].zero_()
+
+    def _zero_padding_row(self) -> None:
+        """Zero the padding row of the shared embedding (and so of the tied head)."""
+        with torch.no_grad():
+            self.shared.weight[self.config.pad_token_id].zero_()
 
     def num_parameters(self) -> int:
         """Number of parameters (the tied head counted once; ``final_logits_bias`` is a buffer)."""

@@ -58,6 +58,7 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     ),
     "mtlib/blocks.py": ("tests/test_blocks.py", "tests/test_transformer.py"),
     "mtlib/transformer.py": ("tests/test_transformer.py", "tests/test_api_traps.py"),
+    "mtlib/models/bart.py": ("tests/test_models_bart.py",),
 }
 
 _ATT, _MASKS, _POS = "mtlib/attention.py", "mtlib/masks.py", "mtlib/positional.py"
@@ -630,5 +631,12 @@ MUTANTS: list[Mutant] = [
         "config.num_decoder_layers = len(model.decoder.layers)",
         "pass",
         "from_torch builds as many decoder layers as encoder layers",
+    ),
+    # ---------------------------------------------------------------- models/ (chapters 9-15)
+    Mutant(
+        "D01", "mtlib/models/bart.py",
+        "        self._zero_padding_row()\n",
+        "",
+        "BART init: the tied head's normal_ re-fills the padding row that _init_weights zeroed",
     ),
 ]

@@ -182,8 +182,8 @@ VARIANTS: dict[str, list[Callable[..., Any]]] = {
         ),
     ],
     "check_laplace_regression": [t01.good_laplace],
-    "check_apply_merges": [t02.library_apply_merges, t02.tuple_apply_merges],
-    "check_longest_match": [t02.good_longest_match],
+    "check_apply_merges": [t02.library_apply_merges, t02.tuple_apply_merges, t02.rank_min_apply_merges],
+    "check_longest_match": [t02.good_longest_match, t02.sorted_regex_longest_match, t02.recursive_longest_match],
     "check_tied_logits": [t02.einsum_tied_logits, t02.linear_tied_logits],
     "check_scaled_dot_product_attention": [
         t03.minus_1e9,
@@ -321,6 +321,21 @@ BUGS: dict[str, list[Bug]] = {
             "a string, not a list",
             t02.longest_match_as_string,
             r"case 1 of 6 .*expected a list of str",
+        ),
+        Bug(
+            "longest piece anywhere first (MaxMatch by length)",
+            t02.longest_piece_anywhere,
+            r"case 3 of 6 .*\nHint: match from the start",
+        ),
+        Bug(
+            "pieces capped at 6 characters",
+            t02.longest_match_capped,
+            r"case 4 of 6 .*\nHint: a piece may be as long as the whole word",
+        ),
+        Bug(
+            "regex alternation in set order (unsorted)",
+            t02.unsorted_regex_longest_match,
+            r"case 2 of 6 .*\nHint: at each position try the longest",
         ),
     ],
     "check_tied_logits": [

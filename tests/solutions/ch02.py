@@ -2,17 +2,18 @@
 
 
 def apply_merges(ids, merges):
-    for rank, pair in enumerate(merges):  # in the order they were learned
-        out, i = [], 0
-        while i < len(ids):
-            if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
-                out.append(256 + rank)
-                i += 2  # no overlaps: continue after the merged pair
-            else:
-                out.append(ids[i])
-                i += 1
-        ids = out
-    return list(ids)
+    # GPT-2's way: merge the adjacent pair that was learned first, until no pair is a merge
+    ranks = {tuple(pair): rank for rank, pair in enumerate(merges)}
+    ids = list(ids)
+    while len(ids) > 1:
+        rank, i = min(
+            (ranks.get(pair, len(merges)), i)
+            for i, pair in enumerate(zip(ids[:-1], ids[1:], strict=True))
+        )
+        if rank == len(merges):  # no adjacent pair is a merge
+            break
+        ids[i : i + 2] = [256 + rank]  # the first occurrence; the loop finds the others
+    return ids
 
 
 def longest_match(word, vocab):
