@@ -59,7 +59,10 @@ def masked_softmax(
     Masked scores are set to ``-inf`` (never a large negative number such as -1e9, which still
     leaks weight when every key of a row is masked). A row with nothing to attend to would be
     ``softmax([-inf, ..., -inf]) = NaN``; here it gets all-zero weights instead, with finite
-    gradients.
+    gradients. Which rows are empty is read from ``mask`` and ``bias`` (every key masked, or
+    given a ``-inf`` bias), never from the scores: a score that is itself ``-inf`` or NaN (an
+    overflow, e.g. in float16) gives NaN as it does in ``torch.softmax``, with or without a
+    mask.
 
     Args:
         scores: Attention scores of shape ``(..., Tq, Tk)``.
@@ -67,17 +70,22 @@ def masked_softmax(
         bias: Additive float bias broadcastable to ``scores`` (``-inf`` also forbids a key).
 
     Returns:
-        Weights of shape ``(..., Tq, Tk)``; each row sums to 1, or to 0 if fully masked.
+        Weights of shape ``(..., Tq, Tk)``; each row sums to 1, or to 0 if the mask and bias
+        forbid all of its keys.
     """
     if mask is not None:
         _masks._check_bool(mask, "mask")
+    forbidden = None if mask is None else ~mask  # broadcastable to (..., Tq, Tk)
     if bias is not None:
-        scores = scores + bias.to(scores.dtype)  # (..., Tq, Tk)
+        bias = bias.to(scores.dtype)
+        scores = scores + bias  # (..., Tq, Tk)
+        forbidden = bias == NEG_INF if forbidden is None else forbidden | (bias == NEG_INF)
     if mask is not None:
         scores = scores.masked_fill(~mask, NEG_INF)  # (..., Tq, Tk)
     if mask is None and bias is None:
         return scores.softmax(dim=-1)  # (..., Tq, Tk)
-    empty = (scores == NEG_INF).all(dim=-1, keepdim=True)  # (..., Tq, 1) nothing to attend to
+    assert forbidden is not None  # for the type checker: a mask or a bias was given
+    empty = forbidden.all(dim=-1, keepdim=True)  # (..., Tq or 1, 1): nothing to attend to
     weights = scores.masked_fill(empty, 0.0).softmax(dim=-1)  # a finite row keeps the grad finite
     return weights.masked_fill(empty, 0.0)  # (..., Tq, Tk), fully masked rows -> 0
 
@@ -391,12 +399,16 @@ class MultiHeadAttention(nn.Module):
             query: ``(B, Tq, d_model)``.
             key: ``(B, Tk, kdim)``. None means self-attention: ``key = value = query``.
             value: ``(B, Tk, vdim)``. None means ``value = key``.
-            mask: Bool, True = may attend, broadcastable to ``(B, H, Tq, Tk)`` with rank 2 or
-                4, e.g. ``(Tq, Tk)``, ``(B, 1, 1, Tk)`` or ``(B, H, Tq, Tk)``. With a cache,
-                ``Tk`` counts the cached keys too.
+            mask: Bool, True = may attend, broadcastable to ``(B, H, Tq, Tk)``: rank 2, e.g.
+                ``(Tq, Tk)``; rank 4, e.g. ``(B, 1, 1, Tk)`` or ``(B, H, Tq, Tk)``; or rank 3 with
+                a leading 1, ``(1, Tq, Tk)`` (another leading size is refused as ambiguous:
+                batch or heads?). With a cache, ``Tk`` counts the cached keys too.
             bias: Additive float bias broadcastable to ``(B, H, Tq, Tk)`` (ALiBi, T5).
             is_causal: Also apply ``causal_mask(Tq, Tk)`` (queries are the last positions).
-                Cheaper than passing that mask: the fused kernel skips fully masked blocks.
+                Alone (no ``mask`` or ``bias``, ``Tq == Tk``, fused path) it is cheaper than
+                passing that mask: the fused kernel skips fully masked blocks. Combined with a
+                mask or bias it becomes a dense boolean mask (on a GPU that keeps the call off
+                PyTorch's FlashAttention kernel, which takes no mask; not measured here).
             need_weights: Also return the attention weights (uses the explicit path).
             average_attn_weights: Average the returned weights over heads.
             cache: A :class:`KVCache`, updated in place (see its docstring).

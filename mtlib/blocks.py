@@ -122,14 +122,19 @@ class FeedForward(nn.Module):
       (names as in Llama's checkpoints: ``w1`` the gate, ``w3`` the up projection, ``w2`` down).
 
     Args:
-        d_model: input and output width.
-        d_ff: hidden width.
-        dropout: dropout on the hidden activations.
+        d_model: input and output width (an int >= 1).
+        d_ff: hidden width (an int >= 1).
+        dropout: dropout on the hidden activations, in [0, 1).
         activation: ``"relu"``, ``"gelu"``, ``"gelu_tanh"`` or ``"swiglu"``.
         bias: whether the linear layers have biases.
 
     Shape:
-        forward: (..., d_model) -> (..., d_model).
+        forward: (..., d_model) -> (..., d_model), a floating-point tensor.
+
+    Raises:
+        TypeError: a size that is not an int; an input that is not a floating-point tensor.
+        ValueError: a size < 1, a dropout outside [0, 1), an unknown activation; an input
+            whose last dimension is not ``d_model``.
     """
 
     def __init__(
@@ -142,8 +147,12 @@ class FeedForward(nn.Module):
         bias: bool = True,
     ) -> None:
         super().__init__()
+        _checks.positive_int(d_model, "d_model")
+        _checks.positive_int(d_ff, "d_ff")
+        _checks.probability(dropout, "dropout")
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        self.d_model = d_model
         self.activation_name = activation
         self.gated = activation == "swiglu"
         self.activation = ACTIVATIONS[activation]()
@@ -165,6 +174,9 @@ class FeedForward(nn.Module):
         Returns:
             Tensor of shape (..., d_model).
         """
+        _checks.float_tensor(x, "x", f"(..., d_model={self.d_model})")
+        if x.dim() == 0 or x.shape[-1] != self.d_model:
+            raise ValueError(f"x must have shape (..., d_model={self.d_model}), got {tuple(x.shape)}")
         if self.gated:
             hidden = self.activation(self.w1(x)) * self.w3(x)  # (..., d_ff)
             return self.w2(self.dropout(hidden))
@@ -259,7 +271,10 @@ class EncoderBlock(_Block):
         Args:
             x: input of shape (B, T, d_model).
             mask: bool mask (True = may attend) broadcastable to (B, H, T, T_keys); e.g. a
-                padding mask (B, 1, 1, T).
+                padding mask (B, 1, 1, T), as :func:`mtlib.masks.padding_mask` builds it. A 2-D
+                mask is always read as (T, T_keys), the same for every sequence: a (B, T)
+                padding mask is refused when B != T, but when B == T it is accepted and
+                silently means something else, so give padding masks their 4-D shape.
             is_causal: each position attends only to itself and earlier ones (with a cache,
                 the new positions are the last ones).
             cache: keys and values of earlier positions, appended to in place.
@@ -382,7 +397,8 @@ class DecoderBlock(_Block):
                 is the number of cached positions; usually ``causal_mask(T, t + T)``. The block
                 adds no causal mask itself.
             memory_mask: bool mask for cross-attention, broadcastable to (B, H, T, S); usually
-                the source padding mask (B, 1, 1, S).
+                the source padding mask (B, 1, 1, S). As in :meth:`EncoderBlock.forward`, a 2-D
+                mask is read as (T, S), never as (B, S).
             cache: a :class:`DecoderCache`, updated in place.
         """
         _check_input(x, self.d_model, "x")

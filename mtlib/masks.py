@@ -18,9 +18,11 @@ functions; :func:`to_additive` turns a boolean mask into the equivalent bias whe
 the sign flips.
 
 **Rows with nothing to attend to** (a padded query under a padding-and-causal mask) produce
-zero weights in mtlib's attention, never NaN. A 2-D mask (the same for every sequence) that
-leaves some query with nothing to attend to (``~causal_mask(T)``, an all-False mask) is almost
-always a sign error, and :func:`check_mask` refuses it.
+zero weights in mtlib's attention, never NaN. A mask that is the same for every sequence (2-D,
+or with a batch dimension of 1 used on a batch of several) and leaves some query with nothing
+to attend to is almost always a bug: PyTorch's sign (``~causal_mask(T)``), a causal mask
+without its diagonal (``tril(diagonal=-1)``), an all-False mask. :func:`check_mask` refuses it
+and says which of these it looks like.
 """
 
 from __future__ import annotations
@@ -74,12 +76,13 @@ def causal_mask(
     return ones.tril(diagonal=k_len - q_len)  # (Tq, Tk)
 
 
-def padding_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
+def padding_mask(lengths: Tensor, max_len: int | Tensor | None = None) -> Tensor:
     """Mask that hides the padding at the end of each sequence in a batch.
 
     Args:
         lengths: Integer tensor of shape ``(B,)``: the number of real tokens per sequence.
-        max_len: Padded length ``T``. Defaults to ``lengths.max()``.
+        max_len: Padded length ``T``: an int, or a 0-d integer tensor such as ``lengths.max()``.
+            Defaults to ``lengths.max()``.
 
     Returns:
         Bool tensor of shape ``(B, 1, 1, T)``, True for real tokens (keys that may be attended).
@@ -95,6 +98,8 @@ def padding_mask(lengths: Tensor, max_len: int | None = None) -> Tensor:
         raise ValueError(
             f"lengths must be an integer tensor of shape (batch,), got {lengths.dtype} {tuple(lengths.shape)}"
         )
+    if isinstance(max_len, Tensor) and max_len.dim() == 0 and not max_len.dtype.is_floating_point:
+        max_len = int(max_len)  # e.g. lengths.max()
     if max_len is None:
         max_len = int(lengths.max()) if lengths.numel() else 0
     elif isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 0:
@@ -117,6 +122,10 @@ def padding_mask_from_tokens(tokens: Tensor, pad_id: int) -> Tensor:
         Bool tensor of shape ``(B, 1, 1, T)``, True where ``tokens != pad_id``.
     """
     _checks.token_ids(tokens, "tokens")
+    if isinstance(pad_id, Tensor) and pad_id.dim() == 0 and not pad_id.dtype.is_floating_point:
+        pad_id = int(pad_id)  # e.g. a tensor(0) from a vocabulary
+    if isinstance(pad_id, bool) or not isinstance(pad_id, int):
+        raise TypeError(f"pad_id must be an int (the padding token's id), got {type(pad_id).__name__}")
     return (tokens != pad_id)[:, None, None, :]  # (B, 1, 1, T)
 
 
@@ -131,6 +140,8 @@ def to_additive(mask: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
         Float tensor of the same shape as ``mask``.
     """
     _check_bool(mask, "mask")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating dtype (the bias holds -inf), got {dtype}")
     bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return bias.masked_fill(~mask, float("-inf"))
 
@@ -153,6 +164,11 @@ def combine(*masks: Tensor | None) -> Tensor | None:
         _check_bool(m, "each mask")
     if not present:
         return None
+    try:
+        torch.broadcast_shapes(*(m.shape for m in present))
+    except RuntimeError:
+        shapes = ", ".join(str(tuple(m.shape)) for m in present)
+        raise ValueError(f"masks must broadcast against each other, got shapes {shapes}") from None
     out = present[0]
     for m in present[1:]:
         out = out & m  # broadcast
@@ -235,10 +251,14 @@ def check_mask(
     but each of its dimensions must be 1 or equal to the scores' one: it may never make the
     scores bigger. Does nothing if ``mask`` is None.
 
-    A 2-D ``(q_len, k_len)`` mask, the same for every sequence, that leaves a query with no key
-    at all is refused: ``~causal_mask(T)`` (PyTorch's sign) does that to the first query.
-    Masks with batch dimensions (built from the data) may have such rows, e.g. padded queries
-    under a causal mask; they get zero weights.
+    A mask that is the same for every sequence and leaves a query with no key at all is refused:
+    a 2-D ``(q_len, k_len)`` mask, or one whose batch dimension is 1 (or missing) when the
+    scores have a batch of more than one (``batch_shape[0] > 1``). ``~causal_mask(T)``
+    (PyTorch's sign) does that to the first query, and so does ``tril(diagonal=-1)`` (a causal
+    mask without its diagonal); the message says which one the mask looks like, because the two
+    have different fixes (inverting the second shows every query its future). A mask built
+    from the data (a batch dimension > 1, or a batch of one) may have such rows, e.g. padded
+    queries under a causal mask; they get zero weights.
 
     Args:
         mask: The mask to check, or None.
@@ -269,10 +289,50 @@ def check_mask(
     )
     if not shape_ok:
         raise ValueError(f"{name} must be broadcastable to {expected}, got {tuple(mask.shape)}")
-    if mask.dim() == 2 and not bool(mask.any(dim=-1).all()):
-        row = int((~mask.any(dim=-1)).nonzero()[0])
+    if _same_for_every_sequence(mask, target) and not bool(mask.any(dim=-1).all()):
+        rows = mask.reshape(-1, *mask.shape[-2:])  # (N, Tq or 1, Tk): its 2-D slices
+        empty = ~rows.any(dim=-1)  # (N, Tq or 1): queries with no key
+        first = int(empty.any(dim=-1).nonzero()[0])  # the first slice with an empty row
+        table, row = rows[first], int(empty[first].nonzero()[0])  # and its first empty query
         raise ValueError(
-            f"{name} lets query {row % mask.shape[-2]} attend to no key in every sequence: True means "
-            f"MAY attend here. A PyTorch-style mask (True = ignore) must be inverted, e.g. with "
-            f"masks.from_attn_mask or masks.from_key_padding_mask"
+            f"{name} lets query {row} attend to no key in every sequence: True means MAY attend "
+            f"here. {_empty_row_advice(table, q_len, k_len)}"
         )
+
+
+def _same_for_every_sequence(mask: Tensor, target: tuple[int | None, ...]) -> bool:
+    """True if ``mask`` cannot depend on the data: 2-D, or broadcast over a batch of several."""
+    if mask.dim() == 2:
+        return True
+    if len(target) <= 2:  # scores without a batch dimension
+        return False
+    batch = target[0]  # the scores' batch size (None: unknown)
+    mask_batch = mask.shape[0] if mask.dim() == len(target) else 1  # missing: broadcast
+    return mask_batch == 1 and batch is not None and batch > 1
+
+
+def _empty_row_advice(table: Tensor, q_len: int, k_len: int) -> str:
+    """What a (q_len, k_len) table with an empty row most likely is, and its fix."""
+    if tuple(table.shape) == (q_len, k_len) and k_len >= q_len:
+        causal = causal_mask(q_len, k_len, device=table.device)  # (Tq, Tk)
+        if torch.equal(table, causal.tril(diagonal=k_len - q_len - 1)):
+            return (
+                "It is a causal mask without its diagonal (j < i, tril(diagonal=-1)): a token must "
+                "be allowed to attend to itself, so use masks.causal_mask (tril() keeps the "
+                "diagonal). Do not invert it: that would show every query its future"
+            )
+        if torch.equal(table, ~causal):
+            return (
+                "It is ~causal_mask, PyTorch's sign (True = ignore): convert it with "
+                "masks.from_attn_mask, or build it with masks.causal_mask"
+            )
+    if not bool(table.any()):
+        return (
+            "It is all False, which forbids every key. If it has PyTorch's sign (True = ignore), "
+            "convert it with masks.from_attn_mask or masks.from_key_padding_mask"
+        )
+    return (
+        "If it has PyTorch's sign (True = ignore), convert it with masks.from_attn_mask or "
+        "masks.from_key_padding_mask; if not, check which keys each query should see (a causal "
+        "mask keeps its diagonal) rather than inverting it"
+    )

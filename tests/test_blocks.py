@@ -84,6 +84,41 @@ def test_feedforward_unknown_activation() -> None:
         FeedForward(D, FF, 0.1)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"d_model": D, "d_ff": 0}, ValueError, r"d_ff must be >= 1, got 0"),
+        ({"d_model": 0, "d_ff": FF}, ValueError, r"d_model must be >= 1, got 0"),
+        ({"d_model": 15.0, "d_ff": FF}, TypeError, r"d_model must be an int, got float"),
+        ({"d_model": D, "d_ff": FF, "dropout": 1.0}, ValueError, r"dropout must be a float in \[0, 1\)"),
+        ({"d_model": D, "d_ff": FF, "dropout": -0.1}, ValueError, r"dropout must be a float in \[0, 1\)"),
+    ],
+)
+def test_feedforward_refuses_bad_settings(kwargs: dict, error: type, match: str) -> None:
+    # d_ff=0 used to build a network that returns its bias whatever the input; dropout=1 one
+    # that zeroes every hidden unit in training. BlockConfig refuses both; so does the module.
+    d_model, d_ff = kwargs.pop("d_model"), kwargs.pop("d_ff")
+    with pytest.raises(error, match=match):
+        FeedForward(d_model, d_ff, **kwargs)
+
+
+@pytest.mark.parametrize("activation", ["relu", "swiglu"])
+def test_feedforward_checks_its_input(activation: str) -> None:
+    # Before any matmul: a message that names the argument and the expected shape, not
+    # "mat1 and mat2 shapes cannot be multiplied" or "expected both ... same dtype".
+    ff = FeedForward(D, FF, activation=activation)
+    with pytest.raises(ValueError, match=rf"x must have shape \(\.\.\., d_model={D}\), got \(2, 5, 14\)"):
+        ff(torch.randn(B, T, D - 1))
+    with pytest.raises(ValueError, match=r"x must have shape .* got \(\)"):
+        ff(torch.tensor(1.0))
+    with pytest.raises(TypeError, match=r"x must be a floating-point Tensor .* got dtype torch.int64"):
+        ff(torch.ones(B, T, D, dtype=torch.long))
+    with pytest.raises(TypeError, match=r"x must be a Tensor of shape \(\.\.\., d_model=15\), got list"):
+        ff([[0.0] * D])
+    assert ff(torch.randn(D)).shape == (D,)  # any leading shape, even none
+    assert ff(torch.randn(3, B, T, D, dtype=torch.float64).float()).shape == (3, B, T, D)
+
+
 def test_feedforward_dropout_on_hidden_units() -> None:
     ff = FeedForward(D, FF, dropout=0.5)
     x = torch.randn(B, T, D)

@@ -76,11 +76,37 @@ def minus_1e9(q, k, v, mask=None):  # a correct variant: a large negative number
     return scores.softmax(dim=-1) @ v
 
 
+def naive_softmax(q, k, v, mask=None):  # exp(s) / sum exp(s): overflows once scores pass ~88
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    e = scores.exp()
+    return e / e.sum(-1, keepdim=True) @ v
+
+
+def stable_softmax(q, k, v, mask=None):  # a correct variant: the softmax by hand, minus the row max
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    e = (scores - scores.amax(-1, keepdim=True)).exp()
+    return e / e.sum(-1, keepdim=True) @ v
+
+
 def test_correct_attention_passes(capsys):
     exercises.check_scaled_dot_product_attention(good_sdpa)
     exercises.check_scaled_dot_product_attention(torch_sdpa)  # PyTorch's own is a correct variant
     exercises.check_scaled_dot_product_attention(minus_1e9)
-    assert capsys.readouterr().out.count("check_scaled_dot_product_attention: all 6 cases passed.") == 3
+    exercises.check_scaled_dot_product_attention(stable_softmax)
+    assert capsys.readouterr().out.count("check_scaled_dot_product_attention: all 6 cases passed.") == 4
+
+
+def test_the_large_score_case_overflows_a_naive_softmax():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = exercises.ch03._large_scores(g)
+    scores = q @ k.T / math.sqrt(q.shape[-1])
+    assert scores.max() > 200  # far beyond float32's exp limit (~88.7)
+    assert not torch.isfinite(naive_softmax(q, k, v)).all()
+    assert torch.isfinite(good_sdpa(q, k, v)).all()
 
 
 @pytest.mark.parametrize(
@@ -96,6 +122,7 @@ def test_correct_attention_passes(capsys):
         (by_d_v, r"(?s)case 1 of 6 .*known mistake\nHint: you divided by sqrt\(d_v\)"),
         (mask_after_softmax, r"(?s)case 4 of 6 .*known mistake\nHint: you zeroed the masked weights AFTER the softmax"),
         (no_softmax, r"(?s)case 1 of 6 .*values differ.*\nHint: the scores are q @ k.transpose\(-2, -1\) / sqrt\(d_k\)"),
+        (naive_softmax, r"(?s)case 3 of 6 .*NaN or inf.*\nHint: exp\(\) of a score above about 88 overflows"),
     ],
 )
 @pytest.mark.filterwarnings("ignore:The use of `x.T`")

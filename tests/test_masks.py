@@ -396,7 +396,7 @@ def test_check_mask_refuses_a_2d_mask_that_hides_a_query_in_every_sequence(mask:
 def test_check_mask_names_the_empty_query_and_accepts_data_dependent_empty_rows() -> None:
     with pytest.raises(
         ValueError,
-        match=r"lets query 3 attend to no key.*from_attn_mask or masks.from_key_padding_mask",
+        match=r"lets query 3 attend to no key.*It is ~causal_mask, PyTorch's sign.*masks.from_attn_mask",
     ):
         masks.check_mask(~masks.causal_mask(4, 6), 4, 6)
     # a batch dimension > 1: padded queries may attend to nothing in some sequences
@@ -404,3 +404,134 @@ def test_check_mask_names_the_empty_query_and_accepts_data_dependent_empty_rows(
     masks.check_mask(pad & pad.transpose(-1, -2), 4, 4)
     masks.check_mask(masks.padding_mask(torch.tensor([6, 0]), 6), 4, 6)
     assert not (pad & pad.transpose(-1, -2)).any(-1).all()
+
+
+# A mask with a batch dimension of 1 is the same for every sequence of a batch of several: the
+# review of chapter 5 found (1, 1, T, T) and (1, T, T) versions of tril(diagonal=-1), and an
+# all-False (1, 1, T, T) mask, accepted silently (the refusal looked at 2-D masks only).
+_STRICT = torch.ones(5, 5, dtype=torch.bool).tril(diagonal=-1)  # j < i: no diagonal
+
+
+@pytest.mark.parametrize(
+    ("mask", "batch_shape"),
+    [
+        (_STRICT[None, None], (2, 3)),  # (1, 1, T, T) on a batch of 2
+        (_STRICT[None], (2, 3)),  # (1, T, T): no batch dimension at all
+        (_STRICT.expand(1, 3, 5, 5), (2, 3)),  # per head, the same for every sequence
+        (torch.zeros(1, 1, 5, 5, dtype=torch.bool), (2, 3)),
+        (torch.zeros(1, 1, 1, 5, dtype=torch.bool), (4, 3)),  # every key hidden from every query
+        (_STRICT[None], (2,)),  # (1, T, T) against (B, Tq, Tk) scores, as in AdditiveAttention
+    ],
+)
+def test_check_mask_refuses_empty_rows_shared_by_every_sequence_of_a_batch(
+    mask: torch.Tensor, batch_shape: tuple[int, ...]
+) -> None:
+    with pytest.raises(ValueError, match=r"lets query 0 attend to no key in every sequence"):
+        masks.check_mask(mask, 5, 5, batch_shape=batch_shape)
+
+
+@pytest.mark.parametrize(
+    ("mask", "batch_shape"),
+    [
+        (_STRICT[None, None], (1, 3)),  # a batch of one: could be that sequence's data
+        (_STRICT.expand(2, 1, 5, 5), (2, 3)),  # a batch dimension: built from the data
+        (_STRICT[None, None], (None, None)),  # batch size unknown
+    ],
+)
+def test_check_mask_accepts_empty_rows_that_may_come_from_the_data(
+    mask: torch.Tensor, batch_shape: tuple[int | None, ...]
+) -> None:
+    masks.check_mask(mask, 5, 5, batch_shape=batch_shape)
+
+
+def test_multi_head_attention_refuses_a_shared_rank_4_mask_without_its_diagonal() -> None:
+    mha = MultiHeadAttention(8, 2).eval()
+    x = torch.randn(2, 5, 8)
+    for mask in (_STRICT[None, None], _STRICT[None]):
+        with pytest.raises(ValueError, match=r"lets query 0 attend to no key in every sequence"):
+            mha(x, mask=mask)
+    mha(x[:1], mask=_STRICT[None, None])  # one sequence: its padded queries may be empty
+
+
+@pytest.mark.parametrize("shape", [(5, 5), (1, 1, 5, 5), (1, 5, 5)])
+def test_empty_row_advice_for_a_missing_diagonal_is_not_to_invert(shape: tuple[int, ...]) -> None:
+    # Inverting tril(diagonal=-1) gives triu(), which shows every query its future and passes
+    # every check: the message must name the diagonal, not the sign.
+    with pytest.raises(ValueError) as error:
+        masks.check_mask(_STRICT.reshape(shape), 5, 5, batch_shape=(2, 3))
+    message = str(error.value)
+    assert "causal mask without its diagonal" in message and "masks.causal_mask" in message
+    assert "Do not invert it" in message and "convert it with" not in message
+    masks.check_mask(~_STRICT, 5, 5, batch_shape=(2, 3))  # why: the inverse is accepted
+
+
+@pytest.mark.parametrize(
+    ("mask", "advice"),
+    [
+        (~masks.causal_mask(5), r"It is ~causal_mask, PyTorch's sign \(True = ignore\)"),
+        (torch.zeros(5, 5, dtype=torch.bool), r"It is all False"),
+        (
+            torch.ones(5, 5, dtype=torch.bool).index_fill(0, torch.tensor([2]), False),
+            r"check which keys each query should see",
+        ),
+    ],
+)
+def test_empty_row_advice_names_what_the_mask_looks_like(mask: torch.Tensor, advice: str) -> None:
+    with pytest.raises(ValueError, match=advice):
+        masks.check_mask(mask, 5, 5)
+
+
+# masked_softmax reads empty rows from the mask and the bias, never from the scores: the review
+# of chapter 5 found a row of -inf scores gave NaN without a mask and zeros with an all-True one.
+def test_masked_softmax_treats_an_overflowed_row_the_same_with_or_without_a_mask() -> None:
+    scores = torch.randn(3, 4)
+    scores[1] = NEG_INF  # e.g. a float16 q.k that overflowed: not a mask
+    no_mask = masked_softmax(scores)
+    all_true = masked_softmax(scores, mask=torch.ones(3, 4, dtype=torch.bool))
+    zero_bias = masked_softmax(scores, bias=torch.zeros(3, 4))
+    for weights in (no_mask, all_true, zero_bias):
+        assert torch.isnan(weights[1]).all()  # loud, as torch.softmax
+        torch.testing.assert_close(weights[[0, 2]], scores[[0, 2]].softmax(-1))
+
+
+def test_masked_softmax_empty_rows_come_from_the_mask_or_a_minus_inf_bias() -> None:
+    scores = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
+    mask = torch.ones(3, 4, dtype=torch.bool)
+    mask[0] = False  # query 0: no key
+    bias = torch.zeros(3, 4, dtype=torch.float64)
+    bias[1] = NEG_INF  # query 1: every key forbidden by the bias
+    bias[2, :2] = NEG_INF  # query 2: keys 0 and 1 forbidden by the bias, 2 and 3 by the mask
+    mask[2, 2:] = False
+    weights = masked_softmax(scores, mask=mask, bias=bias)
+    assert torch.equal(weights, torch.zeros_like(weights))
+    weights.sum().backward()
+    assert torch.isfinite(scores.grad).all()
+    # a float32 bias too negative for float16 becomes -inf there: that forbids the key too
+    half = masked_softmax(torch.zeros(1, 3, dtype=torch.float16), bias=torch.full((1, 3), -1e30))
+    assert torch.equal(half, torch.zeros_like(half))
+# --- input checks that name the argument (review of chapter 5, section 6.5) -----------------
+
+
+def test_padding_mask_accepts_a_0d_integer_max_len() -> None:
+    lengths = torch.tensor([1, 3])
+    assert torch.equal(masks.padding_mask(lengths, lengths.max()), masks.padding_mask(lengths, 3))
+    with pytest.raises(ValueError, match=r"max_len must be a non-negative int"):
+        masks.padding_mask(lengths, torch.tensor(3.0))
+
+
+@pytest.mark.parametrize("pad_id", [None, 0.0, True])
+def test_padding_mask_from_tokens_names_a_bad_pad_id(pad_id: object) -> None:
+    with pytest.raises(TypeError, match=r"pad_id must be an int \(the padding token's id\)"):
+        masks.padding_mask_from_tokens(torch.tensor([[5, 0]]), pad_id=pad_id)
+    mask = masks.padding_mask_from_tokens(torch.tensor([[5, 0]]), pad_id=torch.tensor(0))
+    assert mask[0, 0, 0].tolist() == [True, False]  # a 0-d integer tensor is an id too
+
+
+def test_to_additive_refuses_an_integer_dtype() -> None:
+    with pytest.raises(TypeError, match=r"dtype must be a floating dtype \(the bias holds -inf\)"):
+        masks.to_additive(masks.causal_mask(3), dtype=torch.int64)
+
+
+def test_combine_names_shapes_that_do_not_broadcast() -> None:
+    with pytest.raises(ValueError, match=r"masks must broadcast.*\(3, 4\), \(5, 1, 1, 3\)"):
+        masks.combine(torch.ones(3, 4, dtype=torch.bool), torch.ones(5, 1, 1, 3, dtype=torch.bool))

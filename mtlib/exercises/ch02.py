@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -133,7 +133,7 @@ class _ShortestFirst(set):
     iteration (a regular expression ``"|".join(vocab)``, whose alternation takes the first
     alternative that matches) is judged the same way whatever ``PYTHONHASHSEED`` is."""
 
-    def __iter__(self):  # type: ignore[override]
+    def __iter__(self) -> Iterator[str]:
         return iter(sorted(set.__iter__(self), key=lambda piece: (len(piece), piece)))
 
 

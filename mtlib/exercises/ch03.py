@@ -75,13 +75,21 @@ def _masked_after_softmax(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mas
     return (weights * mask) @ v  # (..., Tq, d_v)
 
 
+def _large_scores(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q (4, 16), k (3, 16), v (3, 5): each query scores its own key at about 400 after the scale."""
+    k = torch.randn(3, 16, generator=g)
+    q = 100 * k[[0, 1, 2, 0]] + torch.randn(4, 16, generator=g)  # a naive exp(score) overflows
+    return q, k, torch.randn(3, 5, generator=g)
+
+
 def check_scaled_dot_product_attention(fn: Callable[..., torch.Tensor]) -> None:
     """Check ``fn(q, k, v, mask=None)``: ``softmax(q k^T / sqrt(d_k)) v``, with an optional mask.
 
     ``q`` is ``(..., Tq, d_k)``, ``k`` is ``(..., Tk, d_k)``, ``v`` is ``(..., Tk, d_v)`` and the
     result is ``(..., Tq, d_v)``. ``mask`` is a bool tensor broadcastable to ``(..., Tq, Tk)``,
     True = may attend. Cases have ``Tq != Tk`` and ``d_v != d_k`` (a missing transpose fails),
-    batch and head dimensions, and masks of shape ``(Tq, Tk)`` and ``(B, 1, Tk)``. In every case
+    batch and head dimensions, masks of shape ``(Tq, Tk)`` and ``(B, 1, Tk)``, and scores in the
+    hundreds (a softmax written as ``exp(s) / exp(s).sum()`` overflows there). In every case
     each query may attend to at least one key: rows with nothing to attend to are chapter 5's
     subject (``mtlib`` returns zeros for them).
 
@@ -109,9 +117,10 @@ def check_scaled_dot_product_attention(fn: Callable[..., torch.Tensor]) -> None:
             hint="use k.transpose(-2, -1) (not k.T) so that batch dimensions stay in front",
         ),
         _Case(
-            "d_k=16 with large scores: q (4, 16), k (3, 16), v (3, 5)",
-            (3 * torch.randn(4, 16, generator=g), torch.randn(3, 16, generator=g), torch.randn(3, 5, generator=g)),
-            hint="divide the scores by sqrt(d_k) = 4 here",
+            "d_k=16 with scores in the hundreds: q (4, 16), k (3, 16), v (3, 5)",
+            _large_scores(g),
+            hint="exp() of a score above about 88 overflows float32 to inf, and inf / inf is NaN: take the softmax "
+            "with torch.softmax (or subtract each row's maximum score before exp)",
         ),
         _Case(
             "mask (3, 5), True = may attend",

@@ -256,6 +256,14 @@ MUTANTS: list[Mutant] = [
         "factor = 1.0 if scale is None else scale  # 1 / sqrt(d_k) by default",
         "tiled attention without the 1/sqrt(d_k) scaling",
     ),
+    Mutant(
+        "A32",
+        _ATT,
+        "empty = forbidden.all(dim=-1, keepdim=True)  # (..., Tq or 1, 1): nothing to attend to",
+        "empty = (scores == NEG_INF).all(dim=-1, keepdim=True)  # (..., Tq, 1)",
+        "empty rows read from the scores, not the mask: a row of -inf scores (a float16 overflow) "
+        "is silently zero with a mask and NaN without one",
+    ),
     # ------------------------------------------------------------------- masks.py (chapter 5)
     Mutant(
         "M01", _MASKS,
@@ -322,6 +330,22 @@ MUTANTS: list[Mutant] = [
         'return bias.masked_fill(~mask, float("-inf"))',
         'return bias.masked_fill(mask, float("-inf"))',
         "boolean mask turned into a bias with the wrong sign",
+    ),
+    Mutant(
+        "M12",
+        _MASKS,
+        "return mask_batch == 1 and batch is not None and batch > 1",
+        "return False",
+        "empty-row refusal only for 2-D masks: a (1, 1, T, T) tril(diagonal=-1) or all-False mask "
+        "passes silently, although it is the same for every sequence of the batch",
+    ),
+    Mutant(
+        "M13",
+        _MASKS,
+        'f"here. {_empty_row_advice(table, q_len, k_len)}"',
+        'f"here. A PyTorch-style mask (True = ignore) must be inverted, e.g. with masks.from_attn_mask"',
+        "the empty-row refusal advises inverting every such mask: tril(diagonal=-1) inverted is "
+        "triu(), which shows every query its future and passes every check",
     ),
     # ------------------------------------------------------------- positional.py (chapter 6)
     Mutant(

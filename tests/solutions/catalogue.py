@@ -190,14 +190,22 @@ VARIANTS: dict[str, list[Callable[..., Any]]] = {
         t03.torch_sdpa,
         _sdpa_einsum,
         _sdpa_renormalised,
+        t03.stable_softmax,
     ],
     "check_self_attention_layer": [t03.good_layer],
     "check_attention_entropy": [lambda w: -(w * w.clamp_min(1e-30).log()).sum(-1)],
     "check_split_heads": [t04.good_split_einops_style, t04.split_reshape_permute],
     "check_merge_heads": [t04.good_merge_cat, t04.merge_contiguous_view],
     "check_head_mask": [t04.mask_repeat_interleave],
-    "check_causal_mask": [t05.good_causal, t05.good_causal_arange],
-    "check_padding_mask": [t05.good_padding],
+    "check_causal_mask": [
+        t05.good_causal,
+        t05.good_causal_arange,
+        lambda n: ~torch.ones(n, n, dtype=torch.bool).triu(1),
+    ],
+    "check_padding_mask": [
+        t05.good_padding,
+        lambda lengths, max_len: (lengths[:, None] > torch.arange(max_len))[:, None, None, :],
+    ],
     "check_combined_mask": [t05.good_combined, t05.good_combined_by_hand],
     "check_sinusoidal_encoding": [t06.mtlib_table, _sin_table_variant],
     "check_rope_rotation": [t06.mtlib_rope, _rope_complex],
@@ -376,6 +384,11 @@ BUGS: dict[str, list[Bug]] = {
             r"case 4 of 6 .*\nHint: fill the scores where the mask is False",
         ),
         Bug("k.T in a batch", t03.k_dot_t, r"case 2 of 6 .*Hint: use k.transpose\(-2, -1\)"),
+        Bug(
+            "naive softmax, overflows",
+            t03.naive_softmax,
+            r"case 3 of 6 .*NaN or inf.*\nHint: exp\(\) of a score above about 88 overflows",
+        ),
         Bug("missing transpose", t03.no_transpose, r"case 1 of 6 .*raised RuntimeError"),
     ],
     "check_self_attention_layer": [
@@ -482,6 +495,16 @@ BUGS: dict[str, list[Bug]] = {
             r"case 1 of 3 .*Hint: your mask has PyTorch's nn.MultiheadAttention sign",
         ),
         Bug("float 0/1 mask", t05.float_causal, r"case 1 of 3 .*expected a bool tensor"),
+        Bug(
+            "additive 0/-inf bias instead of a mask",
+            t05.additive_causal,
+            r"case 1 of 3 .*expected a bool tensor.*\nHint: your mask is an additive bias",
+        ),
+        Bug(
+            "size fixed instead of n",
+            t05.fixed_size_causal,
+            r"case 2 of 3 .*\nHint: your mask is 4 x 4 for n = 1",
+        ),
     ],
     "check_padding_mask": [
         Bug(
@@ -501,6 +524,16 @@ BUGS: dict[str, list[Bug]] = {
         ),
         Bug("left padding", t05.left_padding, r"case 1 of 3 .*Hint: your mask is for LEFT padding"),
         Bug("float mask", t05.float_padding, r"expected a bool tensor"),
+        Bug(
+            "lengths.max() instead of max_len",
+            t05.ignores_max_len,
+            r"case 2 of 3 .*\nHint: your mask has 4 positions, not max_len = 7",
+        ),
+        Bug(
+            "positions on the query axis",
+            t05.padding_on_query_axis,
+            r"case 1 of 3 .*\nHint: your positions run along the query axis",
+        ),
     ],
     "check_combined_mask": [
         Bug(
@@ -527,6 +560,26 @@ BUGS: dict[str, list[Bug]] = {
             "causal diagonal off by one",
             t05.combined_next_token,
             r"case 1 of 3 .*Hint: your causal part lets each query see the next token",
+        ),
+        Bug(
+            "causal diagonal hidden (tril(-1))",
+            t05.combined_no_diagonal,
+            r"case 1 of 3 .*Hint: your causal part hides the diagonal",
+        ),
+        Bug(
+            "upper triangle",
+            t05.combined_upper,
+            r"case 1 of 3 .*Hint: your causal part is the upper triangle",
+        ),
+        Bug(
+            "<= in the padding part",
+            t05.combined_first_pad,
+            r"case 1 of 3 .*Hint: your padding part lets the first padding position through",
+        ),
+        Bug(
+            "left padding",
+            t05.combined_left_padding,
+            r"case 1 of 3 .*Hint: your padding part is for LEFT padding",
         ),
     ],
     "check_sinusoidal_encoding": [
