@@ -1,6 +1,8 @@
 """``python -m tests.mutants [ID ...]``: run the bug zoo and fail if a real bug survives.
 
-For each mutant of :mod:`tests.mutants.catalogue` (or only the IDs given), in order:
+For each mutant of :mod:`tests.mutants.catalogue` (or only the IDs given), ``--jobs`` of them
+at a time (default 2, each in its own scratch copy; results are printed as they finish and
+summed up in catalogue order):
 
 1. check that its original snippet occurs exactly once in the current code (else the catalogue
    has rotted: the run fails), and that the mutated file still compiles;
@@ -86,8 +88,8 @@ def _child(scratch: Path, test_files: tuple[str, ...], result_file: Path) -> int
     return 0
 
 
-def _run_tests(scratch: Path, test_files: tuple[str, ...], quiet: bool) -> Outcome:
-    """Fork, run the tests in the child, and classify the result."""
+def _fork_tests(scratch: Path, test_files: tuple[str, ...], quiet: bool) -> tuple[int, float]:
+    """Fork a child that runs the tests in ``scratch``; return its pid and start time."""
     result_file = scratch / ".mutant_result.json"
     result_file.unlink(missing_ok=True)
     start = time.perf_counter()
@@ -104,17 +106,20 @@ def _run_tests(scratch: Path, test_files: tuple[str, ...], quiet: bool) -> Outco
             status = _child(scratch, test_files, result_file)
         finally:
             os._exit(status)
-    deadline = start + TIMEOUT_S
-    while True:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.perf_counter() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return Outcome("timeout", f"tests still running after {TIMEOUT_S:.0f} s", TIMEOUT_S)
-        time.sleep(0.05)
+    return pid, start
+
+
+def _poll(scratch: Path, pid: int, start: float) -> Outcome | None:
+    """The child's outcome once it has finished (or run out of time); None while it runs."""
+    done, _ = os.waitpid(pid, os.WNOHANG)
+    if not done:
+        if time.perf_counter() - start <= TIMEOUT_S:
+            return None
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return Outcome("timeout", f"tests still running after {TIMEOUT_S:.0f} s", TIMEOUT_S)
     seconds = time.perf_counter() - start
+    result_file = scratch / ".mutant_result.json"
     if not result_file.exists():
         return Outcome("error", "the test process died without a result", seconds)
     result = json.loads(result_file.read_text())
@@ -126,6 +131,14 @@ def _run_tests(scratch: Path, test_files: tuple[str, ...], quiet: bool) -> Outco
     if code in (1, 2) and first:  # 1: a test failed; 2: interrupted by -x or a collection error
         return Outcome("killed", first, seconds)
     return Outcome("error", f"pytest exit code {code}", seconds)
+
+
+def _run_tests(scratch: Path, test_files: tuple[str, ...], quiet: bool) -> Outcome:
+    """Fork, run the tests in the child, wait, and classify the result."""
+    pid, start = _fork_tests(scratch, test_files, quiet)
+    while (outcome := _poll(scratch, pid, start)) is None:
+        time.sleep(0.05)
+    return outcome
 
 
 def _tests_for(mutant: Mutant) -> tuple[str, ...]:
@@ -165,10 +178,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the catalogue and exit")
     parser.add_argument("--verbose", action="store_true", help="show pytest's output")
     parser.add_argument(
+        "--jobs", type=int, default=int(os.environ.get("MTLIB_MUTANT_JOBS", 2)),
+        help="mutants tested at once, each in its own copy (default 2, or MTLIB_MUTANT_JOBS)",
+    )
+    parser.add_argument(
         "--tests", nargs="+", metavar="TEST",
         help="run these test files or node ids instead of the catalogue's (which test kills it?)",
     )
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}")
 
     unknown = sorted(set(args.ids) - {m.id for m in MUTANTS})
     if unknown:
@@ -193,34 +212,52 @@ def main(argv: list[str] | None = None) -> int:
     override = tuple(args.tests) if args.tests else None
     total_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="mtlib-mutants-") as tmp:
-        scratch = Path(tmp)
-        _copy_repo(scratch)
+        scratches = [Path(tmp) / f"copy{i}" for i in range(args.jobs)]  # one per concurrent run
+        for scratch in scratches:
+            _copy_repo(scratch)
         used = override or tuple(dict.fromkeys(f for m in mutants for f in _tests_for(m)))
-        baseline = _run_tests(scratch, used, quiet=not args.verbose)
+        baseline = _run_tests(scratches[0], used, quiet=not args.verbose)
         print(f"baseline (unmutated copy, {len(used)} test files): {baseline.status} "
               f"in {baseline.seconds:.1f} s {baseline.first_failure}")
         if baseline.status != "survived":
             print("The unmutated tests must pass before mutants can be judged.")
             return 2
+        outcomes: dict[str, Outcome] = {}
+        queue = list(mutants)
+        running: dict[int, tuple[Mutant, int, float, str]] = {}  # copy -> mutant, pid, start, file
+        while queue or running:
+            for slot in range(args.jobs):  # start a mutant in every free copy
+                if slot in running or not queue:
+                    continue
+                m = queue.pop(0)
+                path = scratches[slot] / m.file
+                original = path.read_text()
+                path.write_text(original.replace(m.original, m.replacement))
+                pid, start = _fork_tests(scratches[slot], override or _tests_for(m), not args.verbose)
+                running[slot] = (m, pid, start, original)
+            for slot, (m, pid, start, original) in list(running.items()):
+                outcome = _poll(scratches[slot], pid, start)
+                if outcome is None:
+                    continue
+                (scratches[slot] / m.file).write_text(original)  # the copy is unmutated again
+                del running[slot]
+                outcomes[m.id] = outcome
+                expected = "survived" if m.equivalent else "killed"
+                ok = outcome.status == expected or (outcome.status == "timeout" and not m.equivalent)
+                flag = "" if ok else "   <-- " + (
+                    "SURVIVED: add a test that kills it" if not m.equivalent
+                    else "listed as equivalent but killed: fix the catalogue"
+                )
+                status = f"{outcome.status}{' (equivalent)' if m.equivalent else ''}"
+                print(f"{m.id:4} {status:21} {outcome.seconds:5.1f} s  {outcome.first_failure}{flag}",
+                      flush=True)
+            time.sleep(0.05)
         rows = []
-        for m in mutants:
-            path = scratch / m.file
-            original = path.read_text()
-            path.write_text(original.replace(m.original, m.replacement))
-            try:
-                outcome = _run_tests(scratch, override or _tests_for(m), quiet=not args.verbose)
-            finally:
-                path.write_text(original)
+        for m in mutants:  # in catalogue order
+            outcome = outcomes[m.id]
             expected = "survived" if m.equivalent else "killed"
             ok = outcome.status == expected or (outcome.status == "timeout" and not m.equivalent)
             rows.append((m, outcome, ok))
-            flag = "" if ok else "   <-- " + (
-                "SURVIVED: add a test that kills it" if not m.equivalent
-                else "listed as equivalent but killed: fix the catalogue"
-            )
-            status = f"{outcome.status}{' (equivalent)' if m.equivalent else ''}"
-            print(f"{m.id:4} {status:21} {outcome.seconds:5.1f} s  {outcome.first_failure}{flag}",
-                  flush=True)
     total = time.perf_counter() - total_start
 
     bad = [m.id for m, _, ok in rows if not ok]
