@@ -328,7 +328,10 @@ class MultiHeadAttention(nn.Module):
 
     ``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O`` with
     ``head_i = Attention(Q W^Q_i, K W^K_i, V W^V_i)``. The ``h`` heads are computed together:
-    one projection of size ``d_model`` is split into ``h`` slices of ``d_head = d_model / h``.
+    one projection of size ``h * d_head`` is split into ``h`` slices of ``d_head``, by default
+    ``d_model / h`` (so the projections are ``d_model x d_model``). With ``head_dim`` the inner
+    width ``h * head_dim`` is independent of ``d_model`` (T5 v1.1 / Flan-T5: ``d_model`` 512, 6
+    heads of 64): ``W^Q, W^K, W^V`` map to ``h * head_dim`` and ``W^O`` maps back to ``d_model``.
 
     Two paths compute the same thing, and a test proves it: the explicit path calls
     :func:`scaled_dot_product_attention` above (and can return the weights); the fused path
@@ -338,13 +341,16 @@ class MultiHeadAttention(nn.Module):
     Submodule names match ``nn.MultiheadAttention``'s unpacked weights; see :meth:`from_torch`.
 
     Args:
-        d_model: Model width (``embed_dim`` in PyTorch); divisible by ``num_heads``.
+        d_model: Model width (``embed_dim`` in PyTorch); divisible by ``num_heads`` unless
+            ``head_dim`` is given.
         num_heads: Number of heads ``h``.
+        head_dim: Width ``d_head`` of one head, an int >= 1. None (the default) means
+            ``d_model // num_heads``.
         kdim: Feature size of ``key``. Defaults to ``d_model``.
         vdim: Feature size of ``value``. Defaults to ``d_model``.
         dropout: Dropout probability on the attention weights (only in training), in [0, 1).
         bias: Whether the four projections have biases.
-        rotary: A :class:`~mtlib.positional.RotaryEmbedding` of width ``d_model / num_heads``:
+        rotary: A :class:`~mtlib.positional.RotaryEmbedding` of width ``d_head``:
             queries and keys are rotated by their positions inside each head (RoPE). Positions
             count from 0, plus the tokens already in a self-attention cache.
         scale: Positive factor on ``q k^T``; None (the default) means ``1 / sqrt(d_head)``.
@@ -362,23 +368,25 @@ class MultiHeadAttention(nn.Module):
         bias: bool = True,
         rotary: RotaryEmbedding | None = None,
         scale: float | None = None,
+        head_dim: int | None = None,
     ) -> None:
         super().__init__()
-        _check_mha_config(d_model, num_heads, kdim, vdim, dropout, rotary)
+        _check_mha_config(d_model, num_heads, kdim, vdim, dropout, rotary, head_dim)
         _check_scale(scale, "1/sqrt(d_head)")
         self.scale = scale
         self.d_model = d_model
         self.num_heads = num_heads
-        self.head_dim = d_model // num_heads  # d_head
+        self.head_dim = d_model // num_heads if head_dim is None else head_dim  # d_head
+        self.inner_dim = num_heads * self.head_dim  # all heads together; d_model by default
         self.kdim = d_model if kdim is None else kdim
         self.vdim = d_model if vdim is None else vdim
         self.dropout = dropout
         self.fused = True  # use PyTorch's fused kernel when no weights are requested
         self.rotary = rotary
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # W^Q for all heads
-        self.k_proj = nn.Linear(self.kdim, d_model, bias=bias)  # W^K for all heads
-        self.v_proj = nn.Linear(self.vdim, d_model, bias=bias)  # W^V for all heads
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
+        self.q_proj = nn.Linear(d_model, self.inner_dim, bias=bias)  # W^Q for all heads
+        self.k_proj = nn.Linear(self.kdim, self.inner_dim, bias=bias)  # W^K for all heads
+        self.v_proj = nn.Linear(self.vdim, self.inner_dim, bias=bias)  # W^V for all heads
+        self.out_proj = nn.Linear(self.inner_dim, d_model, bias=bias)  # W^O, back to d_model
 
     def forward(
         self,
@@ -433,16 +441,16 @@ class MultiHeadAttention(nn.Module):
         return out, weights
 
     def _split_heads(self, x: Tensor) -> Tensor:
-        """``(B, T, d_model)`` -> ``(B, H, T, Dh)``: one slice of the features per head."""
+        """``(B, T, H * Dh)`` -> ``(B, H, T, Dh)``: one slice of the features per head."""
         batch, length, _ = x.shape
         x = x.view(batch, length, self.num_heads, self.head_dim)  # (B, T, H, Dh)
         return x.transpose(1, 2)  # (B, H, T, Dh)
 
     def _merge_heads(self, x: Tensor) -> Tensor:
-        """``(B, H, T, Dh)`` -> ``(B, T, d_model)``: concatenate the heads' outputs."""
+        """``(B, H, T, Dh)`` -> ``(B, T, H * Dh)``: concatenate the heads' outputs."""
         batch, _, length, _ = x.shape
         x = x.transpose(1, 2)  # (B, T, H, Dh)
-        return x.reshape(batch, length, self.d_model)  # (B, T, d_model)
+        return x.reshape(batch, length, self.inner_dim)  # (B, T, H * Dh)
 
     def _keys_values(
         self, key: Tensor, value: Tensor, cache: KVCache | None, past: int
@@ -518,6 +526,8 @@ class MultiHeadAttention(nn.Module):
     def extra_repr(self) -> str:
         same = self.kdim == self.vdim == self.d_model
         dims = "" if same else f", kdim={self.kdim}, vdim={self.vdim}"
+        if self.inner_dim != self.d_model:
+            dims += f", head_dim={self.head_dim}"
         return f"d_model={self.d_model}, num_heads={self.num_heads}{dims}, dropout={self.dropout}, fused={self.fused}"
 
 
@@ -710,18 +720,31 @@ def _check_scale(scale: object, default: str) -> None:
 
 
 def _check_mha_config(
-    d_model: int, num_heads: int, kdim: int | None, vdim: int | None, dropout: float, rotary: object
+    d_model: int,
+    num_heads: int,
+    kdim: int | None,
+    vdim: int | None,
+    dropout: float,
+    rotary: object,
+    head_dim: int | None = None,
 ) -> None:
     _checks.positive_int(d_model, "d_model")
     _checks.positive_int(num_heads, "num_heads")
-    if d_model % num_heads != 0:
-        raise ValueError(f"d_model={d_model} must be divisible by num_heads={num_heads}")
+    if head_dim is None:
+        if d_model % num_heads != 0:
+            raise ValueError(
+                f"d_model={d_model} must be divisible by num_heads={num_heads} "
+                "(or give head_dim, the width of one head)"
+            )
+        head_dim = d_model // num_heads
+    else:
+        _checks.positive_int(head_dim, "head_dim")
     for name, dim in (("kdim", kdim), ("vdim", vdim)):
         if dim is not None:
             _checks.positive_int(dim, name)
     _checks.probability(dropout, "dropout")
     if rotary is not None and (
-        not isinstance(rotary, RotaryEmbedding) or rotary.head_dim != d_model // num_heads
+        not isinstance(rotary, RotaryEmbedding) or rotary.head_dim != head_dim
     ):
         got = (
             f"head_dim={rotary.head_dim}"
@@ -729,7 +752,7 @@ def _check_mha_config(
             else type(rotary).__name__
         )
         raise ValueError(
-            f"rotary must be a RotaryEmbedding(head_dim={d_model // num_heads}) or None, got {got}"
+            f"rotary must be a RotaryEmbedding(head_dim={head_dim}) or None, got {got}"
         )
 
 

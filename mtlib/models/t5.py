@@ -24,10 +24,12 @@ each named where it is made below:
   initialised with standard deviation 1 (an input vector as large as the RMS-normed residual
   stream), so as an output matrix it would give logits ``sqrt(d_model)`` times too large.
 
-Attention is mtlib's :class:`~mtlib.attention.MultiHeadAttention` (``bias=False, scale=1.0``),
-caches are :class:`~mtlib.blocks.DecoderCache` (a growing self-attention
-:class:`~mtlib.attention.KVCache` and a static one for the encoder memory). It needs
-``d_model == num_heads * d_kv`` (true of t5-small/base/large, not of the v1.1 checkpoints).
+Attention is mtlib's :class:`~mtlib.attention.MultiHeadAttention` (``bias=False, scale=1.0``,
+``head_dim=d_kv``), caches are :class:`~mtlib.blocks.DecoderCache` (a growing self-attention
+:class:`~mtlib.attention.KVCache` and a static one for the encoder memory). The heads' width
+``num_heads * d_kv`` need not be ``d_model``: it is in t5-small/base/large, not in the T5 v1.1
+and Flan-T5 checkpoints (Flan-T5-small: ``d_model`` 512, 6 heads of 64, gated GELU, own head),
+which :meth:`T5.from_hf` loads too. What it refuses is listed in :meth:`T5.config_from_hf`.
 
 Names follow Hugging Face's where they carry meaning (``shared``, ``relative_attention_bias``,
 ``wi``/``wo``, ``final_layer_norm``, ``lm_head``), so :meth:`T5.from_hf` is the short table
@@ -97,7 +99,7 @@ class T5Config:
 
     vocab_size: int = 32128  # token ids (32000 SentencePiece pieces + 100 sentinels, padded)
     d_model: int = 512  # model width
-    d_kv: int = 64  # width of one attention head; needs num_heads * d_kv == d_model here
+    d_kv: int = 64  # width of one attention head; num_heads * d_kv may differ from d_model
     d_ff: int = 2048  # feed-forward hidden width
     num_layers: int = 6  # encoder blocks
     num_decoder_layers: int | None = None  # decoder blocks; None -> num_layers
@@ -118,11 +120,6 @@ class T5Config:
             _checks.positive_int(getattr(self, name), name)
         if self.num_decoder_layers is not None:
             _checks.positive_int(self.num_decoder_layers, "num_decoder_layers")
-        if self.num_heads * self.d_kv != self.d_model:
-            raise ValueError(
-                f"num_heads * d_kv must equal d_model (mtlib's MultiHeadAttention splits d_model "
-                f"into heads), got {self.num_heads} * {self.d_kv} != {self.d_model}"
-            )
         if self.relative_attention_num_buckets < 4:
             raise ValueError(
                 "relative_attention_num_buckets must be >= 4 (half of them per direction in the "
@@ -162,6 +159,14 @@ class T5Config:
         """t5-small (Raffel et al., 2020): 6 + 6 layers, d_model 512, 8 heads of 64, d_ff 2048,
         ReLU, tied head, 32128 ids; 60,506,624 parameters."""
         return replace(cls(), **overrides)
+
+    @classmethod
+    def flan_small(cls, **overrides: Any) -> T5Config:
+        """Flan-T5-small (T5 v1.1 shapes; Chung et al., 2022): 8 + 8 layers, d_model 512, 6 heads
+        of 64 (384 != 512), d_ff 1024, gated GELU, untied head, 32128 ids; 76,961,152 parameters."""
+        flan = cls(d_ff=1024, num_layers=8, num_decoder_layers=8, num_heads=6,
+                   feed_forward_proj="gated-gelu", tie_word_embeddings=False)  # fmt: skip
+        return replace(flan, **overrides)
 
     @classmethod
     def tiny(cls, **overrides: Any) -> T5Config:
@@ -255,12 +260,12 @@ class T5Block(nn.Module):
         c = config
         self.self_attn_norm = RMSNorm(c.d_model, c.layer_norm_eps)
         # no biases, and no 1/sqrt(d_kv) on the logits (T5's initialisation absorbs it)
-        self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.dropout, bias=False, scale=1.0)  # fmt: skip
+        self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, head_dim=c.d_kv, dropout=c.dropout, bias=False, scale=1.0)  # fmt: skip
         self.cross_attn_norm: RMSNorm | None = None
         self.cross_attn: MultiHeadAttention | None = None
         if cross_attention:
             self.cross_attn_norm = RMSNorm(c.d_model, c.layer_norm_eps)
-            self.cross_attn = MultiHeadAttention(c.d_model, c.num_heads, dropout=c.dropout, bias=False, scale=1.0)  # fmt: skip
+            self.cross_attn = MultiHeadAttention(c.d_model, c.num_heads, head_dim=c.d_kv, dropout=c.dropout, bias=False, scale=1.0)  # fmt: skip
         self.ff_norm = RMSNorm(c.d_model, c.layer_norm_eps)
         gated = c.feed_forward_proj == "gated-gelu"
         self.ff = T5FeedForward(c.d_model, c.d_ff, dropout=c.dropout, gated=gated)
@@ -519,26 +524,37 @@ class T5(nn.Module):
     def config_from_hf(cls, hf_config: Any) -> T5Config:
         """The :class:`T5Config` of a Hugging Face ``T5Config`` (only its attributes are read).
 
-        ``tie_word_embeddings`` follows whether Hugging Face scales the decoder output
-        (``scale_decoder_outputs`` in transformers >= 5, which always ties the weights and keeps
-        the T5 / T5 v1.1 difference in that flag; ``tie_word_embeddings`` before).
+        Both T5 (ReLU, tied head, ``num_heads * d_kv == d_model``) and T5 v1.1 / Flan-T5
+        (``feed_forward_proj="gated-gelu"``, an LM head of its own, any ``d_kv``) are read.
+        ``tie_word_embeddings`` follows whether Hugging Face scales the decoder output by
+        ``d_model ** -0.5`` (``scale_decoder_outputs`` in transformers >= 5, which always ties
+        the weights and keeps the T5 / T5 v1.1 difference in that flag; ``tie_word_embeddings``
+        before); that scale is the only difference in the forward pass.
+
+        Not implemented, and refused: any other ``feed_forward_proj`` ("gelu", "silu",
+        "gated-silu", "gated-relu", ...), and a config with ``is_decoder=True`` or
+        ``is_encoder_decoder=False`` (a decoder-only or encoder-only T5). Fields that only
+        matter for initialisation (``initializer_factor``), for other heads
+        (``classifier_dropout``) or for ``transformers``' own generation (``use_cache``) are
+        not read.
 
         Raises:
-            ValueError: on a feed-forward kind other than relu / gated-gelu, or when
-                ``num_heads * d_kv != d_model`` (mtlib's attention splits d_model into heads;
-                the T5 v1.1 checkpoints have e.g. 6 * 64 != 512 and cannot be loaded).
+            ValueError: on a feed-forward kind other than relu / gated-gelu, or on a config that
+                is not an encoder-decoder.
         """
         proj = getattr(hf_config, "feed_forward_proj", None)
         if proj not in FEED_FORWARD_PROJ:
             raise ValueError(
-                f"config.feed_forward_proj must be one of {FEED_FORWARD_PROJ}, got {proj!r}"
+                f"config.feed_forward_proj must be one of {FEED_FORWARD_PROJ} (mtlib implements "
+                f"no other T5 feed-forward), got {proj!r}"
+            )
+        decoder_only = getattr(hf_config, "is_decoder", False)
+        if decoder_only or not getattr(hf_config, "is_encoder_decoder", True):
+            raise ValueError(
+                "config must be an encoder-decoder T5 (is_decoder=False, is_encoder_decoder=True): "
+                "mtlib's T5 has no decoder-only or encoder-only variant"
             )
         d_model, heads, d_kv = hf_config.d_model, hf_config.num_heads, hf_config.d_kv
-        if heads * d_kv != d_model:
-            raise ValueError(
-                f"config.num_heads * config.d_kv = {heads} * {d_kv} must equal config.d_model = "
-                f"{d_model}: mtlib's MultiHeadAttention splits d_model into heads"
-            )
         tied = getattr(hf_config, "scale_decoder_outputs", hf_config.tie_word_embeddings)
         start = getattr(hf_config, "decoder_start_token_id", None)
         pad = hf_config.pad_token_id

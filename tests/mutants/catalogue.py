@@ -38,6 +38,7 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     ),
     "mtlib/attention.py": (
         "tests/test_attention.py",
+        "tests/test_attention_head_dim.py",
         "tests/test_efficient.py",
         "tests/test_api_traps.py",
         "tests/test_masks.py",
@@ -59,6 +60,7 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "mtlib/blocks.py": ("tests/test_blocks.py", "tests/test_transformer.py"),
     "mtlib/transformer.py": ("tests/test_transformer.py", "tests/test_api_traps.py"),
     "mtlib/models/bart.py": ("tests/test_models_bart.py",),
+    "mtlib/models/t5.py": ("tests/test_models_t5_v11.py", "tests/test_models_t5.py"),
 }
 
 _ATT, _MASKS, _POS = "mtlib/attention.py", "mtlib/masks.py", "mtlib/positional.py"
@@ -140,8 +142,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "A13", _ATT,
-        "x = x.transpose(1, 2)  # (B, T, H, Dh)\n        return x.reshape(batch, length, self.d_model)",
-        "return x.reshape(batch, length, self.d_model)",
+        "x = x.transpose(1, 2)  # (B, T, H, Dh)\n        return x.reshape(batch, length, self.inner_dim)",
+        "return x.reshape(batch, length, self.inner_dim)",
         "heads merged without transposing back: (B, H, T, Dh) reshaped straight to (B, T, d)",
     ),
     Mutant(
@@ -263,6 +265,13 @@ MUTANTS: list[Mutant] = [
         "empty = (scores == NEG_INF).all(dim=-1, keepdim=True)  # (..., Tq, 1)",
         "empty rows read from the scores, not the mask: a row of -inf scores (a float16 overflow) "
         "is silently zero with a mask and NaN without one",
+    ),
+    Mutant(
+        "A33", _ATT,
+        "return x.reshape(batch, length, self.inner_dim)  # (B, T, H * Dh)",
+        "return x.reshape(batch, length, self.d_model)  # (B, T, H * Dh)",
+        "head_dim ignored when merging the heads: assumes num_heads * head_dim == d_model "
+        "(T5 v1.1 / Flan-T5 attention fails)",
     ),
     # ------------------------------------------------------------------- masks.py (chapter 5)
     Mutant(
@@ -662,5 +671,11 @@ MUTANTS: list[Mutant] = [
         "        self._zero_padding_row()\n",
         "",
         "BART init: the tied head's normal_ re-fills the padding row that _init_weights zeroed",
+    ),
+    Mutant(
+        "D02", "mtlib/models/t5.py",
+        "hidden = self.act(self.wi_0(x)) * self.wi_1(x)  # (..., d_ff)",
+        "hidden = self.wi_0(x) * self.act(self.wi_1(x))  # (..., d_ff)",
+        "T5 v1.1 gated GELU with gate and linear half swapped: GELU on wi_1 instead of wi_0",
     ),
 ]
