@@ -230,6 +230,11 @@ class KVCache:
     (While gradients flow through the new keys, it appends with ``torch.cat``, which autograd
     can follow.)
 
+    **Copies.** ``copy.copy(cache)`` is a branch that can grow on its own, as a hand-written
+    beam search needs: it shares the cached keys and values (never written again) but not the
+    growth buffer, so its first append copies them into a buffer of its own. ``copy.deepcopy``
+    copies everything.
+
     Attributes:
         k: Keys of shape ``(B, H, T_cached, Dh)``, or None while empty.
         v: Values of shape ``(B, H, T_cached, Dh)``, or None while empty.
@@ -251,6 +256,14 @@ class KVCache:
     def filled(self) -> bool:
         """Whether the cache holds keys and values."""
         return self.k is not None
+
+    def __copy__(self) -> KVCache:
+        """A cache with the same keys and values whose appends leave this one alone.
+
+        A field-by-field copy would share the growth buffer: both caches would then write their
+        next keys into the same positions, each overwriting what the other appended.
+        """
+        return type(self)(k=self.k, v=self.v, static=self.static)  # _buffers: None, its own later
 
     def reset(self) -> None:
         """Empty the cache (e.g. before decoding a new batch)."""
@@ -501,15 +514,21 @@ class MultiHeadAttention(nn.Module):
         """Build a :class:`MultiHeadAttention` with the weights of an ``nn.MultiheadAttention``.
 
         Handles the packed ``in_proj_weight`` (when ``kdim == vdim == embed_dim``) and the
-        separate ``q/k/v_proj_weight`` otherwise, with or without biases. Our module is always
-        batch-first; the weights do not depend on ``m.batch_first``, so the copy is valid
-        either way (feed ours ``(B, T, d)`` tensors). The copy lives on ``m``'s device and dtype.
+        separate ``q/k/v_proj_weight`` otherwise, with or without biases. The copy lives on
+        ``m``'s device and dtype, in ``m``'s mode (training or eval: dropout follows).
 
         Args:
-            m: The PyTorch module. ``add_bias_kv`` and ``add_zero_attn`` are not supported.
+            m: The PyTorch module, built with ``batch_first=True`` (ours always is: a copy of a
+                ``(T, B, E)`` module would take the same tensors in another layout).
+                ``add_bias_kv`` and ``add_zero_attn`` are not supported.
 
         Returns:
             A new module computing the same function as ``m``.
+
+        Raises:
+            TypeError: If ``m`` is not an ``nn.MultiheadAttention``.
+            ValueError: If ``m`` uses ``add_bias_kv`` or ``add_zero_attn``, or has
+                ``batch_first=False``.
         """
         if not isinstance(m, nn.MultiheadAttention):
             raise TypeError(f"m must be an nn.MultiheadAttention, got {type(m).__name__}")
@@ -517,9 +536,10 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(
                 "m must not use add_bias_kv or add_zero_attn: MultiHeadAttention has no equivalent"
             )
+        _check_batch_first(m, "m")
         bias = m.in_proj_bias is not None
         ours = cls(m.embed_dim, m.num_heads, kdim=m.kdim, vdim=m.vdim, dropout=m.dropout, bias=bias)
-        ours = ours.to(m.out_proj.weight)  # same device and dtype
+        ours = ours.to(m.out_proj.weight).train(m.training)  # same device, dtype and mode
         load_weights(ours, split_in_proj(dict(m.named_parameters())))
         return ours
 
@@ -814,6 +834,17 @@ def _check_mha_inputs(
             )
     _masks.check_mask(mask, q_len, k_len, "mask", batch_shape=(batch, mha.num_heads))
     _check_bias(bias, q_len, k_len, (batch, mha.num_heads))
+
+
+def _check_batch_first(m: nn.MultiheadAttention, name: str) -> None:
+    """Refuses to copy a ``(T, B, E)`` PyTorch attention: the copy would take ``(B, T, E)``."""
+    if not m.batch_first:
+        raise ValueError(
+            f"{name} has batch_first=False: it takes (T, B, E) inputs, and mtlib's copy would "
+            f"take (B, T, E) ones, so the same tensors would give a wrong answer. Build the "
+            f"PyTorch module with batch_first=True (same parameters: load its state_dict into "
+            f"one) and transpose your inputs with x.transpose(0, 1)"
+        )
 
 
 def _check_cache(mha: MultiHeadAttention, cache: object, batch: int, k_len: int) -> int:

@@ -19,6 +19,7 @@ Submodule names follow PyTorch's ``nn.TransformerEncoderLayer`` / ``nn.Transform
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mtlib import _checks
-from mtlib.attention import KVCache, MultiHeadAttention
+from mtlib.attention import KVCache, MultiHeadAttention, _check_batch_first
 from mtlib.loading import load_weights, split_in_proj
 
 __all__ = [
@@ -211,7 +212,12 @@ class _Block(nn.Module):
                 ``batch_first=True`` and a ``"relu"`` or ``"gelu"`` activation.
 
         Returns:
-            A block on the layer's device and dtype computing the same function.
+            A block on the layer's device and dtype, in its mode (training or eval), computing
+            the same function.
+
+        Raises:
+            TypeError: If ``layer`` is not the matching PyTorch layer.
+            ValueError: If ``layer`` has ``batch_first=False`` or another activation.
         """
         if not isinstance(layer, cls.torch_layer):
             raise TypeError(
@@ -220,7 +226,7 @@ class _Block(nn.Module):
         assert isinstance(
             layer, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)
         )  # for mypy
-        block = cls(torch_layer_config(layer)).to(next(layer.parameters()))
+        block = cls(torch_layer_config(layer)).to(next(layer.parameters())).train(layer.training)
         load_torch_layers(block, layer)
         return block
 
@@ -322,6 +328,9 @@ class DecoderCache:
             at every step.
         cross_attn: the encoder memory projected to keys and values, (B, H, S, Dh), computed
             on the first step and reused (a static cache).
+
+    ``copy.copy`` copies both :class:`~mtlib.attention.KVCache` objects (each a branch that
+    grows on its own), so a copy can be decoded further without touching the original.
     """
 
     self_attn: KVCache = field(default_factory=KVCache)
@@ -331,6 +340,10 @@ class DecoderCache:
     def length(self) -> int:
         """Number of target positions decoded so far."""
         return self.self_attn.length
+
+    def __copy__(self) -> DecoderCache:
+        """A branch of this cache: its own KV caches, sharing the positions cached so far."""
+        return type(self)(copy.copy(self.self_attn), copy.copy(self.cross_attn))
 
     def reset(self) -> None:
         """Empty both caches."""
@@ -443,19 +456,23 @@ def _torch_activation(layer: nn.Module) -> str:
 
 
 def torch_layer_config(
-    layer: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer,
+    layer: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer, name: str = "layer"
 ) -> BlockConfig:
     """The :class:`BlockConfig` of a PyTorch Transformer layer.
 
     Args:
         layer: an ``nn.TransformerEncoderLayer`` or ``nn.TransformerDecoderLayer``,
             built with ``batch_first=True``.
+        name: what to call ``layer`` in error messages.
 
     Returns:
         The matching configuration.
+
+    Raises:
+        ValueError: If ``layer`` has ``batch_first=False`` or an activation other than relu or
+            gelu.
     """
-    if not layer.self_attn.batch_first:
-        raise ValueError("layer must be built with batch_first=True (mtlib is batch-first)")
+    _check_batch_first(layer.self_attn, f"{name}.self_attn")
     return BlockConfig(
         d_model=layer.self_attn.embed_dim,
         num_heads=layer.self_attn.num_heads,

@@ -121,10 +121,10 @@ def _final_norm(config: TransformerConfig) -> nn.Module:
 
 
 def _stack_config(
-    stack: nn.TransformerEncoder | nn.TransformerDecoder, **fields: Any
+    stack: nn.TransformerEncoder | nn.TransformerDecoder, name: str, **fields: Any
 ) -> TransformerConfig:
-    """A config matching the layers of a PyTorch stack."""
-    block = dataclasses.asdict(torch_layer_config(stack.layers[0]))
+    """A config matching the layers of a PyTorch stack (``name``: the stack, for errors)."""
+    block = dataclasses.asdict(torch_layer_config(stack.layers[0], f"{name}.layers[0]"))
     n = len(stack.layers)
     return TransformerConfig(
         **block,
@@ -152,14 +152,21 @@ class _Stack(nn.Module):
             stack: the PyTorch stack (``stack.norm`` may be None).
 
         Returns:
-            A stack on the PyTorch stack's device and dtype computing the same function.
+            A stack on the PyTorch stack's device and dtype, in its mode (training or eval),
+            computing the same function.
+
+        Raises:
+            TypeError: If ``stack`` is not the matching PyTorch stack.
+            ValueError: If its layers have ``batch_first=False`` or another activation than
+                relu or gelu.
         """
         if not isinstance(stack, cls.torch_stack):
             raise TypeError(
                 f"stack must be an nn.{cls.torch_stack.__name__}, got {type(stack).__name__}"
             )
-        ours = cls(_stack_config(stack)).to(next(stack.parameters()))
+        ours = cls(_stack_config(stack, "stack")).to(next(stack.parameters()))
         load_torch_layers(ours, stack)
+        ours.train(stack.training)
         return ours
 
 
@@ -406,7 +413,12 @@ class Transformer(nn.Module):
                 ``model`` and raises a ValueError.
 
         Returns:
-            The model, on ``model``'s device and dtype.
+            The model, on ``model``'s device and dtype, in its mode (training or eval).
+
+        Raises:
+            TypeError: If ``model`` is not an ``nn.Transformer``.
+            ValueError: If ``overrides`` name a field outside :attr:`FREE_FIELDS`, or the
+                model has ``batch_first=False`` or another activation than relu or gelu.
         """
         if not isinstance(model, nn.Transformer):
             raise TypeError(f"model must be an nn.Transformer, got {type(model).__name__}")
@@ -415,12 +427,14 @@ class Transformer(nn.Module):
             raise ValueError(
                 f"{fixed} are fixed by the PyTorch model; overrides may set only {list(cls.FREE_FIELDS)}"
             )
-        config = _stack_config(model.encoder, src_vocab=src_vocab, tgt_vocab=tgt_vocab, **overrides)
+        config = _stack_config(
+            model.encoder, "model.encoder", src_vocab=src_vocab, tgt_vocab=tgt_vocab, **overrides
+        )
         config.num_decoder_layers = len(model.decoder.layers)
         ours = cls(config).to(next(model.parameters()))
         load_torch_layers(ours.encoder, model.encoder)
         load_torch_layers(ours.decoder, model.decoder)
-        return ours
+        return ours.train(model.training)
 
 
 def _check_decode_args(
@@ -593,7 +607,12 @@ def _beam_step(
 
 
 def _best_beams(ys: Tensor, scores: Tensor, eos_id: int, alpha: float) -> Tensor:
-    """Pick the beam with the best length-normalised score for each source: (B, L)."""
+    """Pick the beam with the best length-normalised score for each source: (B, L).
+
+    ``|Y|`` counts the generated tokens up to the first EOS, EOS included (transformers' beam
+    search counts the same: ``cur_len + 1 - decoder_prompt_len`` when a beam emits EOS), or all
+    ``L - 1`` of an unfinished beam.
+    """
     batch, k = scores.shape
     is_eos = ys[:, 1:] == eos_id  # (B*K, L-1)
     first_eos = torch.where(is_eos.any(dim=1), is_eos.float().argmax(dim=1) + 1, ys.shape[1] - 1)

@@ -4,6 +4,7 @@ Sizes are distinct on purpose (batch != q_len != k_len != d_model != kdim != vdi
 counts) so that a transposed dimension cannot go unnoticed.
 """
 
+import copy
 import pickle
 
 import pytest
@@ -347,6 +348,39 @@ def test_from_torch_shape_check(monkeypatch: pytest.MonkeyPatch) -> None:
         MultiHeadAttention.from_torch(ref)
 
 
+
+@pytest.mark.parametrize("training", [False, True])
+def test_from_torch_keeps_the_training_mode(training: bool) -> None:
+    # issue 25: an eval-mode source with dropout used to give a train-mode copy (off by 1.32)
+    torch.manual_seed(0)
+    ref = nn.MultiheadAttention(D, H, dropout=0.3, kdim=KDIM, vdim=VDIM, batch_first=True)
+    ref.train(training)
+    ours = MultiHeadAttention.from_torch(ref)
+    assert ours.training is training
+    query, key, value = torch.randn(B, TQ, D), torch.randn(B, TK, KDIM), torch.randn(B, TK, VDIM)
+    for fused in (True, False):
+        ours.fused = fused
+        if training:  # dropout on: two calls differ, as PyTorch's do
+            assert not torch.allclose(ours(query, key, value)[0], ours(query, key, value)[0])
+        else:  # the same function as the source, dropout off
+            close(ours(query, key, value, need_weights=not fused)[0], ref(query, key, value)[0])
+
+
+def test_from_torch_refuses_sequence_first_and_the_advice_works() -> None:
+    # issue 25: a batch_first=False copy silently took (T, B, E) input (wrong by 0.91)
+    ref = nn.MultiheadAttention(D, H, kdim=KDIM, vdim=VDIM).eval()  # batch_first=False
+    with pytest.raises(ValueError, match=r"m has batch_first=False.*\(T, B, E\).*batch_first=True.*transpose"):
+        MultiHeadAttention.from_torch(ref)
+    # what the message says to do: same parameters in a batch_first=True module, inputs transposed
+    twin = nn.MultiheadAttention(D, H, kdim=KDIM, vdim=VDIM, batch_first=True).eval()
+    twin.load_state_dict(ref.state_dict())
+    ours = MultiHeadAttention.from_torch(twin)
+    query, key = torch.randn(TQ, B, D), torch.randn(TK, B, KDIM)  # (T, B, E), PyTorch's default
+    value = torch.randn(TK, B, VDIM)
+    expected = ref(query, key, value)[0]  # (TQ, B, D)
+    out = ours(query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1))[0]  # (B, TQ, D)
+    close(out.transpose(0, 1), expected)
+
 # --- fused path == explicit path ------------------------------------------------------------
 
 
@@ -625,6 +659,72 @@ def test_kv_cache_update_appends() -> None:
     assert k is k1 and v is v1 and static.length == 4
     assert KVCache() != KVCache()  # compared by identity, never element-wise
 
+
+
+def test_kv_cache_chunked_appends_without_grad_grow_the_buffer() -> None:
+    # chunks longer than the buffer's room, written in place (no autograd: the in-place path)
+    cache, chunks = KVCache(), []
+    with torch.no_grad():
+        for size in (4, 20, 3, 40, 1, 90):  # 4 cached, then a 20-token chunk: more than 2 * 4
+            k, v = torch.randn(B, H, size, 6), torch.randn(B, H, size, 6)
+            chunks.append((k, v))
+            k_all, v_all = cache.update(k, v)
+            torch.testing.assert_close(k_all, torch.cat([c[0] for c in chunks], dim=2), rtol=0, atol=0)
+            torch.testing.assert_close(v_all, torch.cat([c[1] for c in chunks], dim=2), rtol=0, atol=0)
+            assert cache.k is k_all and cache.length == sum(c[0].shape[2] for c in chunks)
+    # and through the module: chunked prefill under no_grad equals the full causal pass
+    mha = MultiHeadAttention(D, H).double().eval()
+    x = torch.randn(B, 30, D, dtype=torch.float64)
+    with torch.no_grad():
+        full, _ = mha(x, is_causal=True)
+        cache, outs, start = KVCache(), [], 0
+        for size in (4, 20, 6):
+            mask = masks.causal_mask(size, cache.length + size)
+            outs.append(mha(x[:, start : start + size], mask=mask, cache=cache)[0])
+            start += size
+    close(torch.cat(outs, dim=1), full)
+
+
+@pytest.mark.parametrize("first", ["original", "copy"])
+def test_kv_cache_copies_are_independent_branches(first: str) -> None:
+    # issue 25: copy.copy shared the growth buffer, so one branch overwrote the other's keys
+    k0, v0 = torch.randn(B, H, 4, 6), torch.randn(B, H, 4, 6)
+    k1, v1 = torch.randn(B, H, 1, 6), torch.randn(B, H, 1, 6)
+    branch_keys = {name: torch.randn(B, H, 2, 6) for name in ("original", "copy")}
+    with torch.no_grad():  # the in-place path
+        cache = KVCache()
+        cache.update(k0, v0)
+        cache.update(k1, v1)  # now in a buffer with room to spare
+        branches = {"original": cache, "copy": copy.copy(cache)}
+        for name in (first, *{"original", "copy"} - {first}):
+            branches[name].update(branch_keys[name], branch_keys[name] + 1)
+    for name, branch in branches.items():  # each sees only its own keys
+        expected = torch.cat([k0, k1, branch_keys[name]], dim=2)  # (B, H, 7, Dh)
+        torch.testing.assert_close(branch.k, expected, rtol=0, atol=0)
+        torch.testing.assert_close(branch.v, torch.cat([v0, v1, branch_keys[name] + 1], 2), rtol=0, atol=0)
+    assert branches["copy"].static is False and copy.copy(KVCache(static=True)).static
+    deep = copy.deepcopy(cache)  # deepcopy stays independent too
+    with torch.no_grad():
+        deep.update(k1, v1)
+        cache.update(-k1, -v1)
+    torch.testing.assert_close(deep.k[:, :, -1:], k1, rtol=0, atol=0)
+
+
+def test_kv_cache_copy_in_a_beam_search_by_hand() -> None:
+    # three branches of one cache, stepped in turn: each output equals recomputing its prefix
+    mha = MultiHeadAttention(D, H).double().eval()
+    prefix = torch.randn(B, 5, D, dtype=torch.float64)
+    tails = torch.randn(3, B, 2, D, dtype=torch.float64)  # branch i feeds tails[i], 1 token a step
+    with torch.no_grad():
+        cache = KVCache()
+        mha(prefix[:, :4], cache=cache, is_causal=True)
+        mha(prefix[:, 4:], cache=cache)  # now in a buffer with room to spare
+        branches = [copy.copy(cache) for _ in tails]
+        for t in range(2):
+            for tail, branch in zip(tails, branches, strict=True):
+                out = mha(tail[:, t : t + 1], cache=branch)[0]  # (B, 1, D)
+                x = torch.cat([prefix, tail[:, : t + 1]], dim=1)  # (B, 6 + t, D) the branch's prefix
+                close(out, mha(x, is_causal=True)[0][:, -1:])
 
 def test_mha_under_autocast() -> None:
     mha = MultiHeadAttention(D, H, kdim=KDIM, vdim=KDIM)

@@ -6,6 +6,7 @@ source length 7, so that a transposed dimension cannot go unnoticed.
 
 from __future__ import annotations
 
+import copy
 import pickle
 from dataclasses import replace
 
@@ -188,6 +189,32 @@ def test_from_torch_rejects_what_it_cannot_load() -> None:
         EncoderBlock.from_torch(nn.TransformerEncoderLayer(D, 3, FF, activation=nn.Tanh(), batch_first=True))
 
 
+
+@pytest.mark.parametrize("training", [False, True])
+def test_block_from_torch_keeps_the_training_mode(training: bool) -> None:
+    # issue 25: an eval-mode layer with dropout used to give a train-mode copy
+    torch.manual_seed(0)
+    enc = nn.TransformerEncoderLayer(D, 3, FF, dropout=0.3, batch_first=True).train(training)
+    dec = nn.TransformerDecoderLayer(D, 5, FF, dropout=0.3, batch_first=True).train(training)
+    ours_enc, ours_dec = EncoderBlock.from_torch(enc), DecoderBlock.from_torch(dec)
+    for block in (ours_enc, ours_dec):
+        assert all(m.training is training for m in block.modules())
+    x, memory = torch.randn(B, T, D), torch.randn(B, S, D)
+    if training:  # dropout on: two calls differ
+        assert not torch.allclose(ours_dec(x, memory), ours_dec(x, memory))
+    else:
+        close(ours_enc(memory), enc(memory))
+        close(ours_dec(x, memory, self_mask=masks.causal_mask(T)), dec(x, memory, tgt_is_causal=True,
+              tgt_mask=nn.Transformer.generate_square_subsequent_mask(T)))  # fmt: skip
+
+
+def test_block_from_torch_refuses_sequence_first_layers() -> None:
+    # issue 25: the error names the layout and what to do
+    for block, layer in ((EncoderBlock, nn.TransformerEncoderLayer(D, 3, FF)),
+                         (DecoderBlock, nn.TransformerDecoderLayer(D, 5, FF))):  # fmt: skip
+        with pytest.raises(ValueError, match=r"layer.self_attn has batch_first=False.*\(T, B, E\).*transpose"):
+            block.from_torch(layer)
+
 def test_torch_renames_and_load_torch_layers() -> None:
     # the weight tables of 0.1 became three renames plus split_in_proj (see test_loading.py)
     assert dict(TORCH_RENAMES) == {"linear1": "ff.linear1", "linear2": "ff.linear2", "multihead_attn": "cross_attn"}
@@ -316,6 +343,33 @@ def test_decoder_cache_reorder_and_reset() -> None:
     cache.reset()
     assert cache.length == 0 and not cache.cross_attn.filled
 
+
+
+def test_decoder_cache_copies_and_reorders_are_independent_under_no_grad() -> None:
+    # issue 25: copy.copy(DecoderCache) gave both branches the same KV caches; each branch,
+    # stepped in turn without autograd (keys written in place), must see only its own tokens
+    block = randomize_(DecoderBlock(config(5))).double().eval()
+    prefix, memory = torch.randn(B, 3, D, dtype=torch.float64), torch.randn(B, S, D, dtype=torch.float64)
+    tails = torch.randn(3, B, 2, D, dtype=torch.float64)
+
+    def full(x: Tensor, memory: Tensor = memory) -> Tensor:  # the last position, from scratch
+        return block(x, memory, self_mask=masks.causal_mask(x.shape[1]))[:, -1:]
+
+    with torch.no_grad():
+        cache = DecoderCache()
+        for t in range(3):
+            block(prefix[:, t : t + 1], memory, cache=cache)
+        flipped = copy.copy(cache)
+        flipped.reorder(torch.tensor([1, 0]))  # beam search's move: rows swapped
+        branches = [cache, copy.copy(cache), copy.copy(cache)]
+        assert branches[1].self_attn is not cache.self_attn
+        for t in range(2):
+            for tail, branch in zip(tails, branches, strict=True):
+                out = block(tail[:, t : t + 1], memory, cache=branch)
+                close(out, full(torch.cat([prefix, tail[:, : t + 1]], dim=1)))
+            out = block(tails[0, :, t : t + 1], memory, cache=flipped)
+            close(out, full(torch.cat([prefix.flip(0), tails[0, :, : t + 1]], dim=1), memory.flip(0)))
+    assert cache.length == 5 and flipped.length == 5
 
 def test_decoder_block_is_causal() -> None:
     block = DecoderBlock(config()).eval()

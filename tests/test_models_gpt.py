@@ -270,6 +270,63 @@ def test_generate_keeps_train_mode_and_crops_without_cache() -> None:
     assert gpt.generate(torch.zeros(1, 2, dtype=torch.long), 0).shape == (1, 2)
 
 
+
+def hf_warp(logits: torch.Tensor, temperature: float, top_k: int | None, top_p: float | None) -> torch.Tensor:
+    """Hugging Face's sampling logits, in the order its ``generate`` applies the warpers."""
+    from transformers.generation.logits_process import (
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    warpers = [TemperatureLogitsWarper(temperature)]
+    warpers += [TopKLogitsWarper(top_k)] if top_k is not None else []
+    warpers += [TopPLogitsWarper(top_p)] if top_p is not None else []
+    for warp in warpers:
+        logits = warp(None, logits)  # type: ignore[arg-type]  # no warper reads input_ids
+    return logits
+
+
+SAMPLING = [(2.0, None, 0.6), (0.7, 10, None), (1.5, 20, 0.8), (0.5, None, 0.9), (3.0, 7, 0.5)]
+
+
+def test_temperature_comes_before_the_filters_by_hand() -> None:
+    # issue 25 (G4): logits [2, 1, 0], T = 2, top_p = 0.6: softmax([1, 0.5, 0]) = [0.51, 0.31,
+    # 0.19] keeps ids 0 and 1, renormalised [0.62, 0.38, 0] (the filter first would keep id 0 only)
+    logits = torch.tensor([[2.0, 1.0, 0.0]])
+    probs = hf_warp(logits, 2.0, None, 0.6).softmax(-1)
+    torch.testing.assert_close(probs, torch.tensor([[0.6225, 0.3775, 0.0]]), atol=1e-4, rtol=0)
+    draws = GPT._choose(logits.expand(4000, 3), True, 2.0, None, 0.6, torch.Generator().manual_seed(0))
+    freq = torch.bincount(draws[:, 0], minlength=3) / 4000
+    torch.testing.assert_close(freq, probs[0], atol=0.03, rtol=0)
+
+
+@pytest.mark.parametrize(("temperature", "top_k", "top_p"), SAMPLING)
+def test_sampling_matches_transformers_warpers(temperature: float, top_k: int | None, top_p: float | None) -> None:
+    # several random rows of logits, each drawn 500 times: the same draws as torch.multinomial on
+    # the probabilities of transformers' temperature, top-k and top-p warpers, with the same seed
+    logits = torch.randn(6, V, generator=torch.Generator().manual_seed(1)) * 2.0  # (rows, V)
+    many = logits.repeat(500, 1)  # (500 * rows, V)
+    ours = GPT._choose(many, True, temperature, top_k, top_p, torch.Generator().manual_seed(2))
+    probs = hf_warp(many, temperature, top_k, top_p).softmax(-1)  # (500 * rows, V)
+    expected = torch.multinomial(probs, 1, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(ours, expected)
+    assert (probs[:6] > 0).sum(-1).min() >= 2  # moderate filters: something left to choose from
+
+
+def test_generate_samples_as_transformers_warpers(pair: tuple[torch.nn.Module, GPT]) -> None:
+    # the generation loop with the warpers of transformers applied to mtlib's own logits
+    _, gpt = pair
+    prompt = tokens(2, 5, seed=10)
+    out = gpt.generate(prompt, 12, do_sample=True, temperature=1.7, top_k=12, top_p=0.7,
+                       use_cache=False, generator=torch.Generator().manual_seed(3))  # fmt: skip
+    gen, idx = torch.Generator().manual_seed(3), prompt
+    with torch.no_grad():
+        for _ in range(12):  # the same logits (recomputed), transformers' warpers
+            probs = hf_warp(gpt(idx)[:, -1].float(), 1.7, 12, 0.7).softmax(-1)  # (B, V)
+            idx = torch.cat([idx, torch.multinomial(probs, 1, generator=gen)], dim=1)
+    assert torch.equal(out, idx)  # (cached == uncached sampling: test_cached_equals_uncached_sampling)
+
 def test_filters() -> None:
     logits = torch.tensor([[2.0, 1.0, 0.5, -1.0, 3.0], [0.0, 0.0, 0.0, 0.0, 0.0]])
     kept = top_k_filter(logits, 2).isfinite()

@@ -21,6 +21,8 @@ from mtlib.transformer import (
     Encoder,
     Transformer,
     TransformerConfig,
+    _best_beams,
+    _length_penalty,
     beam_search,
     greedy_decode,
 )
@@ -176,6 +178,39 @@ def test_stack_from_torch_without_final_norm() -> None:
     y = torch.randn(3, 4, 30)
     close(dec(y, x, self_mask=masks.causal_mask(4)), dec_ref(y, x, tgt_mask=~masks.causal_mask(4)))
 
+
+
+@pytest.mark.filterwarnings(NESTED_WARNING)
+@pytest.mark.parametrize("training", [False, True])
+def test_from_torch_keeps_the_training_mode(training: bool) -> None:
+    # issue 25: an eval-mode model with dropout used to give a train-mode copy
+    torch.manual_seed(0)
+    ref = nn.Transformer(30, 5, num_encoder_layers=2, num_decoder_layers=1, dim_feedforward=44,
+                         dropout=0.3, batch_first=True).train(training)  # fmt: skip
+    ours = Transformer.from_torch(ref, src_vocab=11, tgt_vocab=13, pad_id=PAD)
+    encoder, decoder = Encoder.from_torch(ref.encoder), Decoder.from_torch(ref.decoder)
+    for module in (ours, encoder, decoder):
+        assert all(m.training is training for m in module.modules())
+    x, y = torch.randn(2, 7, 30), torch.randn(2, 6, 30)
+    if training:  # dropout on: two calls differ
+        assert not torch.allclose(ours.encoder(x), ours.encoder(x))
+        assert not torch.allclose(decoder(y, x), decoder(y, x))
+    else:
+        expected = ref(x, y, tgt_mask=~masks.causal_mask(6))
+        close(ours.decoder(y, ours.encoder(x), self_mask=masks.causal_mask(6)), expected)
+        close(decoder(y, encoder(x), self_mask=masks.causal_mask(6)), expected)
+
+
+@pytest.mark.filterwarnings(NESTED_WARNING)
+def test_from_torch_refuses_sequence_first_models() -> None:
+    # issue 25: the error names the layout, the layer and what to do
+    with pytest.raises(ValueError, match=r"model.encoder.layers\[0\].self_attn has batch_first=False.*transpose"):
+        Transformer.from_torch(nn.Transformer(30, 5, 1, 1, 44), src_vocab=11, tgt_vocab=13)
+    stack = nn.TransformerEncoder(nn.TransformerEncoderLayer(30, 5, 44), 2, enable_nested_tensor=False)
+    with pytest.raises(ValueError, match=r"stack.layers\[0\].self_attn has batch_first=False.*\(T, B, E\)"):
+        Encoder.from_torch(stack)
+    with pytest.raises(ValueError, match=r"stack.layers\[0\].self_attn has batch_first=False.*batch_first=True"):
+        Decoder.from_torch(nn.TransformerDecoder(nn.TransformerDecoderLayer(30, 5, 44), 1))
 
 def test_decoder_is_causal() -> None:
     model = make_model()
@@ -371,6 +406,39 @@ def test_wide_beam_finds_the_exhaustive_optimum(eos_bias: float, penalty_decides
             flipped = max(hypotheses, key=lambda seq: _sequence_score(model, src, seq, -alpha))
         assert len(best) == 4 and flipped != best
 
+
+
+def test_length_penalty_by_hand() -> None:
+    lengths = torch.tensor([1.0, 2.0, 4.0])
+    torch.testing.assert_close(_length_penalty(lengths, 1.0), torch.tensor([1.0, 7 / 6, 9 / 6]))
+    torch.testing.assert_close(_length_penalty(lengths, 0.6), torch.tensor([1.0, 1.0969, 1.2754]),
+                               atol=1e-4, rtol=0)  # (7/6)^0.6, (9/6)^0.6  # fmt: skip
+    torch.testing.assert_close(_length_penalty(lengths, 0.0), torch.ones(3))
+
+
+def test_best_beams_counts_the_eos_in_the_length() -> None:
+    """The final pick by hand. |Y| counts the generated tokens up to the first EOS, EOS
+    included, as transformers' beam search does (it divides by ``(cur_len + 1 -
+    decoder_prompt_len) ** length_penalty`` when a beam emits EOS); an unfinished beam counts
+    all L - 1. mtlib then applies GNMT's penalty ((5 + |Y|) / 6) ** alpha, transformers |Y| **
+    alpha. With the EOS left out, both sources below would pick their unfinished beam."""
+    ys = torch.tensor([
+        [BOS, 5, EOS, PAD, PAD],  # source 0: |Y| = 2
+        [BOS, EOS, PAD, PAD, PAD],  # |Y| = 1
+        [BOS, 5, 6, 7, 8],  # unfinished: |Y| = 4
+        [BOS, 3, 4, 5, EOS],  # source 1 (padded with EOS, pad_id None): |Y| = 4
+        [BOS, 3, EOS, EOS, EOS],  # |Y| = 2, the first EOS
+        [BOS, 3, 4, 5, 6],  # unfinished: |Y| = 4
+    ])  # fmt: skip
+    scores = torch.tensor([[-1.5, -1.0, -1.65], [-2.0, -1.7, -2.1]])  # sums of log-probabilities
+    # alpha = 1, penalties (5 + |Y|) / 6:
+    #   source 0: -1.5 / (7/6) = -1.286, -1.0 / 1 = -1.0 (best), -1.65 / (9/6) = -1.1
+    #   source 1: -2.0 / (9/6) = -1.333 (best), -1.7 / (7/6) = -1.457, -2.1 / (9/6) = -1.4
+    # without the EOS: source 0: -1.5, -1.2, -1.1 (the unfinished one); source 1: -1.5, -1.7, -1.4
+    best = _best_beams(ys, scores, EOS, alpha=1.0)
+    assert torch.equal(best, ys[[1, 3]])
+    # alpha = 0: the raw sums decide, -1.0 and -1.7
+    assert torch.equal(_best_beams(ys, scores, EOS, alpha=0.0), ys[[1, 4]])
 
 # ---------------------------------------------------------------------------- bad input
 

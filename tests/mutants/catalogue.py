@@ -61,6 +61,7 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "mtlib/transformer.py": ("tests/test_transformer.py", "tests/test_api_traps.py"),
     "mtlib/models/bart.py": ("tests/test_models_bart.py",),
     "mtlib/models/t5.py": ("tests/test_models_t5_v11.py", "tests/test_models_t5.py"),
+    "mtlib/models/gpt.py": ("tests/test_models_gpt.py",),
 }
 
 _ATT, _MASKS, _POS = "mtlib/attention.py", "mtlib/masks.py", "mtlib/positional.py"
@@ -272,6 +273,24 @@ MUTANTS: list[Mutant] = [
         "return x.reshape(batch, length, self.d_model)  # (B, T, H * Dh)",
         "head_dim ignored when merging the heads: assumes num_heads * head_dim == d_model "
         "(T5 v1.1 / Flan-T5 attention fails)",
+    ),
+    Mutant(  # issue 25's K1
+        "A36", _ATT,
+        "size = (*self.k.shape[:2], max(2 * (t + new), 16), self.k.shape[3])",
+        "size = (*self.k.shape[:2], max(2 * t, 16), self.k.shape[3])",
+        "KV cache growth sized from the cached length alone: a chunk longer than it overflows",
+    ),
+    Mutant(
+        "A34", _ATT,
+        "    def __copy__(self) -> KVCache:\n",
+        "    def _unused_copy(self) -> KVCache:\n",
+        "KVCache without __copy__: copy.copy shares the growth buffer, branches overwrite each other",
+    ),
+    Mutant(
+        "A35", _ATT,
+        "ours = ours.to(m.out_proj.weight).train(m.training)  # same device, dtype and mode",
+        "ours = ours.to(m.out_proj.weight)  # same device and dtype",
+        "MultiHeadAttention.from_torch of an eval-mode module gives a train-mode copy (dropout on)",
     ),
     # ------------------------------------------------------------------- masks.py (chapter 5)
     Mutant(
@@ -665,6 +684,12 @@ MUTANTS: list[Mutant] = [
         "pass",
         "from_torch builds as many decoder layers as encoder layers",
     ),
+    Mutant(  # issue 25's TF1
+        "T14", _TRF,
+        "first_eos = torch.where(is_eos.any(dim=1), is_eos.float().argmax(dim=1) + 1, ys.shape[1] - 1)",
+        "first_eos = torch.where(is_eos.any(dim=1), is_eos.float().argmax(dim=1), ys.shape[1] - 1)",
+        "beam search's final pick leaves the EOS out of a finished beam's length",
+    ),
     # ---------------------------------------------------------------- models/ (chapters 9-15)
     Mutant(
         "D01", "mtlib/models/bart.py",
@@ -677,5 +702,20 @@ MUTANTS: list[Mutant] = [
         "hidden = self.act(self.wi_0(x)) * self.wi_1(x)  # (..., d_ff)",
         "hidden = self.wi_0(x) * self.act(self.wi_1(x))  # (..., d_ff)",
         "T5 v1.1 gated GELU with gate and linear half swapped: GELU on wi_1 instead of wi_0",
+    ),
+    Mutant(  # issue 25's G4
+        "D03", "mtlib/models/gpt.py",
+        "        logits = logits.float() / temperature\n"
+        "        if top_k is not None:\n"
+        "            logits = top_k_filter(logits, top_k)\n"
+        "        if top_p is not None:\n"
+        "            logits = top_p_filter(logits, top_p)\n",
+        "        logits = logits.float()\n"
+        "        if top_k is not None:\n"
+        "            logits = top_k_filter(logits, top_k)\n"
+        "        if top_p is not None:\n"
+        "            logits = top_p_filter(logits, top_p)\n"
+        "        logits = logits / temperature\n",
+        "sampling: the temperature applied after the top-k/top-p filters (top-p keeps too few)",
     ),
 ]
