@@ -13,9 +13,18 @@ Read this file from top to bottom; it follows the book:
    holding the ``(Tq, Tk)`` matrix (FlashAttention's idea; chapter 12).
 
 Masks follow :mod:`mtlib.masks`: ``mask`` is a bool tensor, True = "may attend", broadcastable
-to the scores ``(batch, heads, q_len, k_len)``; a float or integer mask is refused. An additive
-float ``bias`` (ALiBi, T5's relative positions) is a separate argument; both may be given. A
-query with nothing to attend to gets zero weights and a zero attention output, never NaN.
+to the scores ``(batch, heads, q_len, k_len)`` with at least 2 dimensions; a float or integer
+mask is refused, and so is a 2-D mask that could be a ``(batch, k_len)`` padding mask (see
+:func:`mtlib.masks.check_mask`). An additive float ``bias`` (ALiBi, T5's relative positions) is
+a separate argument; both may be given. A query with nothing to attend to gets zero weights and
+a zero attention output, never NaN, when the mask comes from the data (it has the batch
+dimension of the scores) or from a ``-inf`` bias; a mask shared by every sequence (2-D, or with
+a batch dimension of 1 on a batch of several) that leaves a query nothing is refused with a
+``ValueError`` as a likely bug (PyTorch's sign, a causal mask without its diagonal).
+
+float16 and bfloat16 inputs: the explicit path computes the scores, the softmax and the
+weighted sum in float32 (``q k^T`` overflows float16's 65504 long before the scaling) and
+returns the output and weights in the inputs' dtype, as PyTorch's kernels do.
 
 Input checks live at the end of the file: they only raise errors, so the teaching code can be
 read without them.
@@ -44,6 +53,7 @@ __all__ = [
 ]
 
 NEG_INF = float("-inf")
+_HALF = (torch.float16, torch.bfloat16)  # the explicit path computes these in float32
 
 
 # --------------------------------------------------------------------------------------------
@@ -62,7 +72,8 @@ def masked_softmax(
     gradients. Which rows are empty is read from ``mask`` and ``bias`` (every key masked, or
     given a ``-inf`` bias), never from the scores: a score that is itself ``-inf`` or NaN (an
     overflow, e.g. in float16) gives NaN as it does in ``torch.softmax``, with or without a
-    mask.
+    mask. (:func:`scaled_dot_product_attention` computes float16 and bfloat16 scores in float32,
+    so they do not overflow.) ``mask`` is not shape-checked here and may have empty rows.
 
     Args:
         scores: Attention scores of shape ``(..., Tq, Tk)``.
@@ -115,21 +126,34 @@ def scaled_dot_product_attention(
 
     - ``mask`` (bool, True = may attend) is PyTorch's boolean ``attn_mask``, and ``bias`` is its
       float ``attn_mask``; here both can be given at once.
+    - ``mask`` needs at least 2 dimensions (for the same keys everywhere write
+      ``mask[None, :]``, shape ``(1, Tk)``), and a 2-D mask is ``(Tq, Tk)``, the same for
+      every sequence: when the batch size (the first leading dimension) equals ``Tq`` it is
+      refused as ambiguous (it could be a ``(B, Tk)`` padding mask) unless its rows are all
+      equal or it is exactly ``causal_mask(Tq, Tk)``; see :func:`mtlib.masks.check_mask`.
     - ``is_causal`` is PyTorch's when ``Tq == Tk``. When ``Tq < Tk`` the queries are the *last*
       ``Tq`` positions (as with a KV cache, :func:`mtlib.masks.causal_mask`), whereas PyTorch
-      aligns them with the first ones. It may be combined with ``mask``.
+      aligns them with the first ones. ``Tq > Tk`` is refused (the first queries would see
+      no key); PyTorch's alignment is ``mask=torch.ones(Tq, Tk, dtype=torch.bool).tril()``.
+      It may be combined with ``mask``.
     - ``dropout_p`` and ``scale`` are PyTorch's; everything after the tensors is keyword-only.
     - A query with nothing to attend to gets a zero output (PyTorch's kernels give NaN or,
-      in recent versions, zeros depending on the backend).
+      in recent versions, zeros depending on the backend) when its mask comes from the data
+      (a batch dimension of the scores' size) or a ``-inf`` bias. A mask shared by every
+      sequence (2-D, or a batch dimension of 1 on a batch of several) that leaves a query
+      nothing raises ``ValueError`` instead: that is almost always a bug.
+    - float16 and bfloat16 inputs are computed in float32 and the results cast back, so the
+      scores cannot overflow and the error is no worse than PyTorch's.
     - It can return the attention weights.
 
     Args:
         q: Queries of shape ``(..., Tq, d_k)``.
         k: Keys of shape ``(..., Tk, d_k)``.
         v: Values of shape ``(..., Tk, d_v)``.
-        mask: Bool mask, True = may attend, broadcastable to the scores ``(..., Tq, Tk)``.
-        bias: Additive float bias broadcastable to the scores.
-        is_causal: Also forbid keys after each query (see above).
+        mask: Bool mask, True = may attend, broadcastable to the scores ``(..., Tq, Tk)``, with
+            at least 2 dimensions (see above).
+        bias: Additive float bias broadcastable to the scores, with at least 2 dimensions.
+        is_causal: Also forbid keys after each query (see above); needs ``Tk >= Tq``.
         dropout_p: Dropout probability applied to the weights, in [0, 1). Applied whenever
             > 0: pass 0.0 at evaluation time.
         scale: Positive factor applied to ``q k^T``. Defaults to ``1 / sqrt(d_k)``.
@@ -137,17 +161,29 @@ def scaled_dot_product_attention(
 
     Returns:
         ``out`` of shape ``(..., Tq, d_v)``, or ``(out, weights)`` with ``weights`` of shape
-        ``(..., Tq, Tk)`` (after dropout: the weights that actually multiplied ``v``).
+        ``(..., Tq, Tk)`` (after dropout: the weights that actually multiplied ``v``, in float32
+        for half inputs, then cast), both in the dtype of ``q``.
+
+    Raises:
+        TypeError: If a tensor is not a float tensor, or ``mask`` is not a bool tensor.
+        ValueError: If the shapes, dtypes or devices do not fit, the mask is 1-D, ambiguous or
+            hides a query in every sequence, ``is_causal`` is set with ``Tq > Tk``, or
+            ``dropout_p`` or ``scale`` is out of range.
     """
-    _check_sdpa_inputs(q, k, v, mask, bias, dropout_p, scale)
+    _check_sdpa_inputs(q, k, v, mask, bias, dropout_p, scale, is_causal=is_causal)
     if is_causal:
         mask = _masks.combine(mask, _masks.causal_mask(q.shape[-2], k.shape[-2], device=q.device))
+    dtype = q.dtype
+    if dtype in _HALF:  # q k^T can pass float16's 65504 before scaling: work in float32
+        q, k, v = q.float(), k.float(), v.float()
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., Tq, Tk)
     weights = masked_softmax(scores, mask=mask, bias=bias)  # (..., Tq, Tk)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)  # (..., Tq, Tk)
     out = weights @ v  # (..., Tq, d_v)
+    if dtype in _HALF:
+        out, weights = out.to(dtype), weights.to(dtype)  # back to the inputs' dtype
     return (out, weights) if return_weights else out
 
 
@@ -423,21 +459,36 @@ class MultiHeadAttention(nn.Module):
             mask: Bool, True = may attend, broadcastable to ``(B, H, Tq, Tk)``: rank 2, e.g.
                 ``(Tq, Tk)``; rank 4, e.g. ``(B, 1, 1, Tk)`` or ``(B, H, Tq, Tk)``; or rank 3 with
                 a leading 1, ``(1, Tq, Tk)`` (another leading size is refused as ambiguous:
-                batch or heads?). With a cache, ``Tk`` counts the cached keys too.
+                batch or heads?). A 2-D mask is ``(Tq, Tk)`` for every sequence; when
+                ``B == Tq`` it is refused as ambiguous (a ``(B, Tk)`` padding mask has that
+                shape) unless its rows are all equal or it is exactly ``causal_mask(Tq, Tk)``:
+                write ``(B, 1, 1, Tk)`` or ``(1, 1, Tq, Tk)``. Rank 1 is refused. With a
+                cache, ``Tk`` counts the cached keys too.
             bias: Additive float bias broadcastable to ``(B, H, Tq, Tk)`` (ALiBi, T5).
-            is_causal: Also apply ``causal_mask(Tq, Tk)`` (queries are the last positions).
-                Alone (no ``mask`` or ``bias``, ``Tq == Tk``, fused path) it is cheaper than
-                passing that mask: the fused kernel skips fully masked blocks. Combined with a
-                mask or bias it becomes a dense boolean mask (on a GPU that keeps the call off
-                PyTorch's FlashAttention kernel, which takes no mask; not measured here).
-            need_weights: Also return the attention weights (uses the explicit path).
+            is_causal: Also apply ``causal_mask(Tq, Tk)`` (queries are the last positions;
+                ``Tq > Tk`` raises ``ValueError``). Alone (no ``mask`` or ``bias``,
+                ``Tq == Tk``, fused path) it is cheaper than passing that mask: the fused
+                kernel skips fully masked blocks. Combined with a mask or bias it becomes a
+                dense boolean mask (on a GPU that keeps the call off PyTorch's FlashAttention
+                kernel, which takes no mask; not measured here).
+            need_weights: Also return the attention weights (uses the explicit path, which
+                computes float16 and bfloat16 in float32; the weights have the input's dtype).
             average_attn_weights: Average the returned weights over heads.
             cache: A :class:`KVCache`, updated in place (see its docstring).
 
         Returns:
             ``(out, weights)``: ``out`` of shape ``(B, Tq, d_model)``; ``weights`` of shape
             ``(B, Tq, Tk)`` (averaged) or ``(B, H, Tq, Tk)``, or None if not requested. A query
-            with nothing to attend to gets a zero context, so its ``out`` is ``out_proj``'s bias.
+            with nothing to attend to gets a zero context, so its ``out`` is ``out_proj``'s bias
+            (for a mask from the data or a ``-inf`` bias; a mask shared by every sequence
+            that hides a query is refused, see :func:`mtlib.masks.check_mask`).
+
+        Raises:
+            TypeError: If an input, ``mask`` or ``cache`` has the wrong type, or ``mask`` is
+                not bool.
+            ValueError: If a shape, dtype or device does not fit, ``mask`` is 1-D, ambiguous
+                or hides a query in every sequence, or ``is_causal`` is set with fewer keys
+                than queries.
         """
         _check_mha_inputs(self, query, key, value, mask, bias, cache, is_causal)
         key = query if key is None else key  # self-attention
@@ -497,6 +548,8 @@ class MultiHeadAttention(nn.Module):
             is_causal = False  # the kernel cannot combine it with a mask itself
         if self.fused and not need_weights:
             return _fused_attention(q, k, v, mask, bias, dropout_p, is_causal, self.scale), None
+        if mask is not None and mask.dim() == 2:  # checked; combined with the causal mask maybe
+            mask = mask[None, None]  # (1, 1, Tq, Tk): the same for every sequence, unambiguously
         out, weights = scaled_dot_product_attention(
             q,
             k,
@@ -590,7 +643,9 @@ class AdditiveAttention(nn.Module):
             key: ``(B, Tk, kdim)``.
             value: ``(B, Tk, vdim)``.
             mask: Bool, True = may attend, broadcastable to ``(B, Tq, Tk)``, e.g. ``(B, 1, Tk)``
-                for padding: ``padding_mask(lengths)[:, 0]``.
+                for padding: ``padding_mask(lengths)[:, 0]``. A 2-D mask is ``(Tq, Tk)``, refused
+                as ambiguous when ``B == Tq`` unless it reads the same as ``(B, Tk)``, as in
+                :func:`mtlib.masks.check_mask`.
 
         Returns:
             ``(out, weights)``: ``out`` of shape ``(B, Tq, vdim)``, ``weights`` of shape ``(B, Tq, Tk)``.
@@ -632,7 +687,8 @@ def tiled_attention(
         v: ``(..., Tk, d_v)``.
         causal: Query ``i`` sees keys ``j <= i + Tk - Tq`` (queries are the last positions,
             as ``is_causal`` in :func:`scaled_dot_product_attention`); key blocks entirely in
-            the future are skipped.
+            the future are skipped. With ``Tq > Tk`` the first ``Tq - Tk`` queries see no key
+            and get zeros (``is_causal`` refuses that case).
         block_size: Queries and keys per block.
         scale: Multiplies the scores; defaults to ``1 / sqrt(d_k)``.
 
@@ -696,7 +752,15 @@ def _check_bias(bias: object, q_len: int, k_len: int, batch_shape: tuple[int | N
 
 
 def _check_sdpa_inputs(
-    q: object, k: object, v: object, mask: object, bias: object, dropout_p: object, scale: object
+    q: object,
+    k: object,
+    v: object,
+    mask: object,
+    bias: object,
+    dropout_p: object,
+    scale: object,
+    *,
+    is_causal: bool = False,
 ) -> None:
     q = _checks.float_tensor(q, "q", "(..., q_len, d_k)")
     k = _checks.float_tensor(k, "k", "(..., k_len, d_k)")
@@ -722,6 +786,12 @@ def _check_sdpa_inputs(
     _checks.same({"q": q, "k": k, "v": v}, "dtype")
     extra = {n: t for n, t in (("mask", mask), ("bias", bias)) if isinstance(t, Tensor)}
     _checks.same({"q": q, "k": k, "v": v, **extra}, "device")
+    if is_causal and k.shape[-2] < q.shape[-2]:
+        raise ValueError(
+            f"is_causal needs at least as many keys as queries (the queries are the last "
+            f"positions), got q_len={q.shape[-2]}, k_len={k.shape[-2]}. PyTorch's is_causal "
+            "(first query with first key) is mask=torch.ones(q_len, k_len, dtype=torch.bool).tril()"
+        )
     _masks.check_mask(mask, q.shape[-2], k.shape[-2], "mask", batch_shape=batch_shape)
     _check_bias(bias, q.shape[-2], k.shape[-2], batch_shape)
     _checks.probability(dropout_p, "dropout_p")
@@ -824,7 +894,8 @@ def _check_mha_inputs(
     k_len = _check_cache(mha, cache, batch, k_len)
     if is_causal and k_len < q_len:
         raise ValueError(
-            f"is_causal needs at least as many keys as queries (q_len={q_len}), got k_len={k_len}"
+            f"is_causal needs at least as many keys as queries (q_len={q_len}), got k_len={k_len}: "
+            "the queries are the last positions, as with a KV cache"
         )
     for name, t in (("mask", mask), ("bias", bias)):
         if isinstance(t, Tensor) and t.dim() == 3 and t.shape[0] != 1:

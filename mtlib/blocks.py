@@ -279,8 +279,9 @@ class EncoderBlock(_Block):
             mask: bool mask (True = may attend) broadcastable to (B, H, T, T_keys); e.g. a
                 padding mask (B, 1, 1, T), as :func:`mtlib.masks.padding_mask` builds it. A 2-D
                 mask is always read as (T, T_keys), the same for every sequence: a (B, T)
-                padding mask is refused when B != T, but when B == T it is accepted and
-                silently means something else, so give padding masks their 4-D shape.
+                padding mask is refused, and when B == T a 2-D mask is refused as ambiguous
+                unless it reads the same either way (equal rows, or exactly ``causal_mask``),
+                so give padding masks their 4-D shape.
             is_causal: each position attends only to itself and earlier ones (with a cache,
                 the new positions are the last ones).
             cache: keys and values of earlier positions, appended to in place.
@@ -411,7 +412,7 @@ class DecoderBlock(_Block):
                 adds no causal mask itself.
             memory_mask: bool mask for cross-attention, broadcastable to (B, H, T, S); usually
                 the source padding mask (B, 1, 1, S). As in :meth:`EncoderBlock.forward`, a 2-D
-                mask is read as (T, S), never as (B, S).
+                mask is read as (T, S), never as (B, S) (refused as ambiguous when B == T).
             cache: a :class:`DecoderCache`, updated in place.
         """
         _check_input(x, self.d_model, "x")

@@ -4,7 +4,18 @@
 "this query may attend to this key". It is broadcastable to the attention scores, whose shape
 is ``(batch, heads, q_len, k_len)``, so a padding mask is ``(B, 1, 1, k_len)`` and a causal
 mask is ``(q_len, k_len)``. This is the boolean convention of
-:func:`torch.nn.functional.scaled_dot_product_attention`.
+:func:`torch.nn.functional.scaled_dot_product_attention`, with two differences, both checked
+by :func:`check_mask`:
+
+- A mask has at least 2 dimensions, the last two being ``(q_len, k_len)``: a 1-D mask is
+  refused (the keys of every sequence, or the sequences of a batch?); the same keys for every
+  query and every sequence are ``mask[None, :]``, shape ``(1, k_len)``.
+- A 2-D mask always means ``(q_len, k_len)``, the same for every sequence, never a
+  ``(batch, k_len)`` padding mask. When the batch size equals ``q_len`` the two cannot be told
+  apart by shape, so there a 2-D mask is refused as ambiguous unless both readings give the
+  same result (all its rows equal) or it is exactly ``causal_mask(q_len, k_len)``. Write a
+  padding mask ``(B, 1, 1, k_len)`` (:func:`padding_mask`) and a mask shared by every sequence
+  ``(1, 1, q_len, k_len)``, and nothing is ambiguous.
 
 **Masks are not biases.** A float or integer tensor passed as a mask is refused with a
 ``TypeError`` that says how to convert it: a 0/1 float mask silently added to the scores (as
@@ -22,7 +33,9 @@ zero weights in mtlib's attention, never NaN. A mask that is the same for every 
 or with a batch dimension of 1 used on a batch of several) and leaves some query with nothing
 to attend to is almost always a bug: PyTorch's sign (``~causal_mask(T)``), a causal mask
 without its diagonal (``tril(diagonal=-1)``), an all-False mask. :func:`check_mask` refuses it
-and says which of these it looks like.
+(a ``ValueError``, even on a batch of one) and says which of these it looks like. To give such
+a row zeros on purpose, give the mask the batch dimension of the scores
+(``mask.expand(B, 1, q_len, k_len)``) or forbid the keys with a ``-inf`` ``bias``.
 """
 
 from __future__ import annotations
@@ -249,7 +262,16 @@ def check_mask(
     The scores have shape ``(*batch_shape, q_len, k_len)``; by default ``(B, H, q_len, k_len)``
     with any ``B`` and ``H``. The mask may have fewer dimensions (broadcasting from the right)
     but each of its dimensions must be 1 or equal to the scores' one: it may never make the
-    scores bigger. Does nothing if ``mask`` is None.
+    scores bigger. It has at least 2 dimensions: a 1-D mask is refused (write ``(1, k_len)``
+    for the same keys everywhere). Does nothing if ``mask`` is None.
+
+    A 2-D mask means ``(q_len, k_len)``, the same for every sequence. When the scores' batch
+    size ``batch_shape[0]`` equals ``q_len`` (and is > 1), a ``(batch, k_len)`` padding mask
+    has that shape too and would be misread silently; so such a 2-D mask is refused as
+    ambiguous unless it reads the same either way: all its rows equal, or exactly
+    ``causal_mask(q_len, k_len)`` (a padding mask equal to it is vanishingly unlikely). The
+    message says how to write a padding mask (``(batch, 1, 1, k_len)``, :func:`padding_mask`)
+    and a shared mask (``(1, 1, q_len, k_len)``), which are never ambiguous.
 
     A mask that is the same for every sequence and leaves a query with no key at all is refused:
     a 2-D ``(q_len, k_len)`` mask, or one whose batch dimension is 1 (or missing) when the
@@ -269,7 +291,8 @@ def check_mask(
 
     Raises:
         TypeError: If ``mask`` is not a bool tensor (the message says how to convert it).
-        ValueError: If ``mask`` does not broadcast to the scores, or looks inverted.
+        ValueError: If ``mask`` does not broadcast to the scores, is 1-D, is an ambiguous
+            2-D mask (see above), or leaves a query with no key in every sequence.
     """
     if mask is None:
         return
@@ -287,8 +310,34 @@ def check_mask(
         m == 1 or t is None or m == t
         for m, t in zip(reversed(mask.shape), reversed(target), strict=False)
     )
+    batch = batch_shape[0] if batch_shape else None  # the scores' batch size (None: unknown)
     if not shape_ok:
-        raise ValueError(f"{name} must be broadcastable to {expected}, got {tuple(mask.shape)}")
+        hint = ""
+        if mask.dim() == 1:
+            hint = (
+                f". A 1-D mask is refused (keys of which sequence?): for the same keys for every "
+                f"query and sequence write {name}[None, :], shape (1, k_len)"
+            )
+        elif mask.dim() == 2 and mask.shape[0] == batch and mask.shape[1] == k_len:
+            advice = _padding_advice(name, batch_shape)
+            hint = f". It looks like a (batch, k_len) padding mask: {advice}"
+        raise ValueError(
+            f"{name} must be broadcastable to {expected}, got {tuple(mask.shape)}{hint}"
+        )
+    if (
+        mask.dim() == 2
+        and mask.shape[0] == q_len == batch
+        and q_len > 1
+        and not _reads_the_same_either_way(mask, q_len, k_len)
+    ):
+        shared = ", ".join(["None"] * len(batch_shape))
+        ones = "1, " * len(batch_shape)
+        raise ValueError(
+            f"{name} of shape {tuple(mask.shape)} is ambiguous: a 2-D mask means (q_len, k_len), "
+            f"the same for every sequence, but here batch = q_len = {q_len}, so it may be a "
+            f"(batch, k_len) padding mask: {_padding_advice(name, batch_shape)}; for a mask "
+            f"shared by every sequence write {name}[{shared}], shape ({ones}q_len, k_len)"
+        )
     if _same_for_every_sequence(mask, target) and not bool(mask.any(dim=-1).all()):
         rows = mask.reshape(-1, *mask.shape[-2:])  # (N, Tq or 1, Tk): its 2-D slices
         empty = ~rows.any(dim=-1)  # (N, Tq or 1): queries with no key
@@ -298,6 +347,26 @@ def check_mask(
             f"{name} lets query {row} attend to no key in every sequence: True means MAY attend "
             f"here. {_empty_row_advice(table, q_len, k_len)}"
         )
+
+
+def _padding_advice(name: str, batch_shape: tuple[int | None, ...]) -> str:
+    """How to write a padding mask for scores of shape ``(*batch_shape, q_len, k_len)``."""
+    index = f"{name}[:, {'None, ' * len(batch_shape)}:]"  # (B, 1, ..., 1, k_len)
+    if len(batch_shape) == 2:
+        return f"build it with masks.padding_mask(lengths) or {index}, shape (batch, 1, 1, k_len)"
+    return f"give it the shape (batch, {'1, ' * (len(batch_shape) - 1)}1, k_len): {index}"
+
+
+def _reads_the_same_either_way(mask: Tensor, q_len: int, k_len: int) -> bool:
+    """Whether a 2-D ``mask`` means the same as ``(q_len, k_len)`` and as ``(batch, k_len)``.
+
+    True if all its rows are equal (then both readings give the same result), or if it is
+    exactly ``causal_mask(q_len, k_len)`` (the common case: a padding mask equal to it is
+    vanishingly unlikely).
+    """
+    if bool((mask == mask[:1]).all()):
+        return True
+    return k_len >= q_len and torch.equal(mask, causal_mask(q_len, k_len, device=mask.device))
 
 
 def _same_for_every_sequence(mask: Tensor, target: tuple[int | None, ...]) -> bool:

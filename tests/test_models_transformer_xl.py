@@ -4,6 +4,7 @@ mask, no gradient through memories, shift invariance of the position term, bad i
 import pytest
 import torch
 
+from mtlib.masks import causal_mask
 from mtlib.models.transformer_xl import (
     RelMultiHeadAttention,
     TransformerXL,
@@ -83,6 +84,28 @@ def test_two_segments_with_memory_equal_one_pass_with_a_banded_mask(batch):
         full, _ = whole(idx, mask=band)
     torch.testing.assert_close(torch.cat([first, second], 1), full, atol=1e-5, rtol=1e-5)
     assert (second - whole(idx[:, seg:])[0]).abs().max() > 1e-3  # the memory changed segment 2
+
+
+def test_banded_mask_with_batch_equal_to_the_length_is_not_refused_as_ambiguous():
+    # three segments read at once under chapter 15's band (not causal_mask, rows unequal) by a
+    # batch of 15 sequences of 15 tokens: a 2-D mask with batch == T is refused by the attention
+    # functions as ambiguous, but the model's mask is (T, M + T) by definition
+    seg, n = 5, 3
+    model = _model(num_layers=1, mem_len=seg)
+    idx = torch.randint(0, 13, (n * seg, n * seg), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        outs, mems = [], None
+        for s in range(n):
+            logits, mems = model(idx[:, s * seg : (s + 1) * seg], mems)
+            outs.append(logits)
+        whole = _model(num_layers=1, seg_len=n * seg, mem_len=0)
+        whole.load_state_dict(model.state_dict())
+        band = torch.zeros(n * seg, n * seg, dtype=torch.bool)
+        for i in range(n * seg):
+            band[i, max(0, (i // seg - 1) * seg) : i + 1] = True
+        assert not torch.equal(band, causal_mask(n * seg))
+        full, _ = whole(idx, mask=band)
+    torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-5, rtol=1e-5)
 
 
 def test_memories_carry_no_gradient():

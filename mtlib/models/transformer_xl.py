@@ -156,7 +156,9 @@ class RelMultiHeadAttention(nn.Module):
             context: memory and segment (keys and values), shape (B, K, d_model), K = M + T.
             r: the table of :meth:`position_scores`, (K, d_model); None = no position term
                (absolute positions were added at the input).
-            mask: bool, True = may attend, shape (T, K).
+            mask: bool, True = may attend, shape (T, K) or (1, 1, T, K). When B == T a 2-D mask
+                other than ``causal_mask(T, K)`` is refused as ambiguous (it could be a (B, K)
+                padding mask, see :func:`mtlib.masks.check_mask`): pass it as (1, 1, T, K).
 
         Returns:
             Tensor of shape (B, T, d_model).
@@ -286,6 +288,7 @@ class TransformerXL(nn.Module):
             mask = causal_mask(t, k, device=idx.device)  # (T, K) all memory + causal
         elif mask.shape != (t, k) or mask.dtype != torch.bool:
             raise ValueError(f"mask must be a bool tensor of shape (T={t}, M+T={k})")
+        mask = mask[None, None]  # (1, 1, T, K): one table for every stream, even when B == T
         x = self.tok_emb(idx)  # (B, T, d)
         r: Tensor | None = None
         if cfg.positions == "absolute":

@@ -32,6 +32,7 @@ class Mutant:
 MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "mtlib/masks.py": (
         "tests/test_masks.py",
+        "tests/test_attention_edges.py",
         "tests/test_attention.py",
         "tests/test_api_traps.py",
         "tests/test_transformer.py",
@@ -39,6 +40,7 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "mtlib/attention.py": (
         "tests/test_attention.py",
         "tests/test_attention_head_dim.py",
+        "tests/test_attention_edges.py",
         "tests/test_efficient.py",
         "tests/test_api_traps.py",
         "tests/test_masks.py",
@@ -292,6 +294,16 @@ MUTANTS: list[Mutant] = [
         "ours = ours.to(m.out_proj.weight)  # same device and dtype",
         "MultiHeadAttention.from_torch of an eval-mode module gives a train-mode copy (dropout on)",
     ),
+    Mutant(
+        "A37",
+        _ATT,
+        "if dtype in _HALF:  # q k^T can pass float16's 65504 before scaling: work in float32\n"
+        "        q, k, v = q.float(), k.float(), v.float()",
+        "if dtype in _HALF:  # q k^T can pass float16's 65504 before scaling: work in float32\n"
+        "        pass",
+        "float16/bfloat16 computed in their own dtype: q k^T overflows float16 before the "
+        "scaling (NaN), and bfloat16's error is twice PyTorch's",
+    ),
     # ------------------------------------------------------------------- masks.py (chapter 5)
     Mutant(
         "M01", _MASKS,
@@ -374,6 +386,22 @@ MUTANTS: list[Mutant] = [
         'f"here. A PyTorch-style mask (True = ignore) must be inverted, e.g. with masks.from_attn_mask"',
         "the empty-row refusal advises inverting every such mask: tril(diagonal=-1) inverted is "
         "triu(), which shows every query its future and passes every check",
+    ),
+    Mutant(
+        "M14",
+        _MASKS,
+        "        mask.dim() == 2\n        and mask.shape[0] == q_len == batch\n",
+        "        False  # a 2-D mask is always (q_len, k_len)\n        and mask.shape[0] == q_len == batch\n",
+        "no ambiguity refusal: a (B, k_len) padding mask with B == q_len is silently read as a "
+        "(q_len, k_len) mask shared by every sequence",
+    ),
+    Mutant(
+        "M15",
+        _MASKS,
+        "return k_len >= q_len and torch.equal(mask, causal_mask(q_len, k_len, device=mask.device))",
+        "return False",
+        "the ambiguity refusal also refuses the exact causal_mask(q_len, k_len) when B == q_len, "
+        "the most common 2-D mask",
     ),
     # ------------------------------------------------------------- positional.py (chapter 6)
     Mutant(
