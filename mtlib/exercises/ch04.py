@@ -67,8 +67,9 @@ def check_merge_heads(fn: Callable[..., torch.Tensor]) -> None:
         _Case(
             f"B={b}, h={h}, T={t}, d_head={dh}",
             (torch.randn(b, h, t, dh, generator=g),),
-            hint="swap the h and T axes back first (transpose), then reshape: "
-            "a reshape alone concatenates tokens instead of heads; head 0 comes first",
+            hint="swap the h and T axes back (transpose) before the reshape, if you have not: "
+            "a reshape alone concatenates tokens instead of heads; if you did, check the order "
+            "of the slices in each token: head 0 comes first, then head 1, and so on",
         )
         for b, t, h, dh in _SIZES
     ]
@@ -104,7 +105,8 @@ def check_head_mask(fn: Callable[..., torch.Tensor]) -> None:
         _Case(
             "h=4 heads of d_head=2, keep only head 3",
             (torch.randn(3, 7, 8, generator=g), torch.tensor([0.0, 0.0, 0.0, 1.0])),
-            hint="view x as (B, T, h, d_head) and multiply by head_mask[:, None]",
+            hint="only head 3's block (the last d_head features of every token) may survive "
+            "here; look at which features of your result are zero and which are not",
         ),
         _Case(
             "h=2 heads of d_head=5, factors 0.5 and 2",
