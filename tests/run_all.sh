@@ -35,7 +35,8 @@ stage() {  # stage NAME COMMAND...: run it, time it, stop at the first failure
 total_start=$EPOCHREALTIME
 stage lint ruff check mtlib tests chapters
 stage types mypy
-stage unit python -m pytest tests -q -p no:cacheprovider --cov=mtlib --cov-report=term
+# -n 2 --dist loadfile (pytest-xdist): two test files at a time, each file whole on one worker
+stage unit python -m pytest tests -q -p no:cacheprovider --cov=mtlib --cov-report=term -n "${MTLIB_TEST_WORKERS:-2}" --dist loadfile
 stage coverage python -m coverage report --fail-under=90 \
     --include='*/mtlib/attention.py,*/mtlib/masks.py,*/mtlib/positional.py,*/mtlib/blocks.py,*/mtlib/transformer.py,*/mtlib/loading.py,*/mtlib/_checks.py'
 # the Chinese edition's catalogs: up to date, coverage table (>= 95% per page), markup, msgfmt -c (about 20 s)
@@ -54,7 +55,7 @@ rm -rf _build
 stage book python -m tests.i18n build
 stage drift python -m tests.i18n drift
 # Needs chromium (Debian package; .ci/run installs it). Screenshots go to _build/screenshots/.
-stage browser env MTLIB_BROWSER=1 python -m pytest tests/test_browser.py -q -p no:cacheprovider
+stage browser env MTLIB_BROWSER=1 python -m pytest tests/test_browser.py -q -p no:cacheprovider -n "${MTLIB_TEST_WORKERS:-2}"
 
 echo; echo "=== stage times"
 printf '%s\n' "${summary[@]}"
