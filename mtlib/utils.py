@@ -13,7 +13,10 @@ shifts *every* seed the chapter sets from then on by ``k``: its own, and each la
 ``torch.manual_seed(s)``, ``torch.Generator().manual_seed(s)``, ``np.random.seed(s)`` and
 ``random.seed(s)``, in the chapter and inside mtlib, become seed ``s + k``. So one variable re-runs
 a whole chapter on other random draws without editing it; every assert must still hold. The seed
-sweep (``python -m tests.seed_sweep``) uses it.
+sweep (``python -m tests.seed_sweep``) uses it. A cell that re-runs one *stored* run of an
+experiment script (to show that it reproduces, or to study that run's model) wraps it in
+``with utils.unshifted():``: it keeps the script's seed, and the spread over seeds is the
+script's table.
 
 The rounding helpers exist because the book prints numbers that CI compares character by
 character: a float printed with all its digits can differ in the last place between 1 and 16
@@ -22,10 +25,11 @@ threads. Print numbers rounded to what they are accurate to.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -34,6 +38,7 @@ import torch
 __all__ = [
     "DEVICE_ENV",
     "SEED_SHIFT_ENV",
+    "apply_seed_shift",
     "below",
     "fmt",
     "get_device",
@@ -43,6 +48,7 @@ __all__ = [
     "seed_shift",
     "setup",
     "shapes",
+    "unshifted",
 ]
 
 #: Name of the environment variable that overrides the automatic device choice.
@@ -69,6 +75,7 @@ def seed_shift() -> int:
 
 
 _installed_shift: int | None = None
+_suspended = False  # True inside ``unshifted()``
 
 
 def _install_seed_shift(shift: int) -> None:
@@ -81,24 +88,57 @@ def _install_seed_shift(shift: int) -> None:
     _installed_shift = shift
     torch_seed, np_seed, py_seed = torch.manual_seed, np.random.seed, random.seed
 
+    def now() -> int:  # 0 inside ``unshifted()``
+        return 0 if _suspended else shift
+
     def manual_seed(seed: int) -> torch.Generator:
-        return torch_seed(int(seed) + shift)
+        return torch_seed(int(seed) + now())
 
     class Generator(torch.Generator):  # what torch.Generator() makes from now on
         def manual_seed(self, seed: int) -> torch.Generator:
-            return super().manual_seed(int(seed) + shift)
+            return super().manual_seed(int(seed) + now())
 
     def numpy_seed(seed: Any = None) -> None:
-        np_seed(None if seed is None else int(seed) + shift)
+        np_seed(None if seed is None else int(seed) + now())
 
     def python_seed(seed: Any = None, version: int = 2) -> None:
-        py_seed(seed + shift if isinstance(seed, int) else seed, version)
+        py_seed(seed + now() if isinstance(seed, int) else seed, version)
 
     torch.manual_seed = manual_seed
     torch.random.manual_seed = manual_seed
     torch.Generator = Generator  # type: ignore[misc]
     np.random.seed = numpy_seed
     random.seed = python_seed  # type: ignore[assignment]
+
+
+def apply_seed_shift() -> int:
+    """Shift every later seed by ``MTLIB_SEED_SHIFT`` (a no-op when it is unset); return the shift.
+
+    :func:`setup` calls it. A process that a chapter starts and that does not call ``setup``
+    (the ``torchrun`` workers of chapter 13) calls it first, so that its seeds move with the
+    chapter's under the seed sweep.
+    """
+    shift = seed_shift()
+    if shift:
+        _install_seed_shift(shift)
+    return shift
+
+
+@contextlib.contextmanager
+def unshifted() -> Iterator[None]:
+    """Seeds set inside this block are not shifted by ``MTLIB_SEED_SHIFT`` (a no-op without it).
+
+    For a cell that re-runs one stored run of an experiment script, with that run's seed: to show
+    that the run reproduces, or to study its model. Under the seed sweep such a cell would
+    otherwise train a new draw and compare it with the stored one. The spread over seeds of a
+    stored experiment is the script's own table, not the sweep's.
+    """
+    global _suspended
+    before, _suspended = _suspended, True
+    try:
+        yield
+    finally:
+        _suspended = before
 
 
 def seed_everything(seed: int = 0) -> None:
@@ -189,9 +229,7 @@ def setup(
     With ``MTLIB_SEED_SHIFT=k`` in the environment, this and every later seed is shifted by ``k``
     (see the module notes).
     """
-    shift = seed_shift()
-    if shift:
-        _install_seed_shift(shift)
+    apply_seed_shift()
     if threads is not None:
         if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
             raise ValueError(f"threads must be an int >= 1 or None, got {threads!r}")

@@ -264,3 +264,23 @@ def test_minimal_ddp_script_trains(tmp_path):
         float(line.split()[-1]) for line in done.stdout.splitlines() if line.startswith("epoch")
     ]
     assert len(losses) == 2 and losses[1] < 3.6  # from about 4.5 at step 0
+
+
+def test_the_seed_shift_reaches_the_torchrun_workers(monkeypatch, reference):
+    # Under the seed sweep (MTLIB_SEED_SHIFT) the chapter's one-process reference is shifted; the
+    # workers must shift their seeds too, or every comparison with them fails for that reason.
+    import json
+    import os
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("MTLIB_SEED_SHIFT", "1000")
+    code = ("import json, torch; from mtlib import utils; utils.apply_seed_shift(); "
+            "torch.set_num_threads(1); from mtlib.experiments import ddp; "
+            f"print(json.dumps(ddp.reference_losses({STEPS})))")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ), capture_output=True,
+                         text=True, timeout=TIMEOUT, check=True)
+    shifted_reference = json.loads(out.stdout.strip().splitlines()[-1])
+    losses = exp.launch("ddp", steps=STEPS, short_steps=STEPS, timeout_s=TIMEOUT)["runs"]["ddp"]["loss"]
+    assert max(abs(a - b) for a, b in zip(losses, shifted_reference, strict=True)) < 1e-4
+    assert max(abs(a - b) for a, b in zip(shifted_reference, reference, strict=True)) > 1e-3

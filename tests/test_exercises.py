@@ -29,7 +29,7 @@ def naive_laplace(x_query, x_train, y_train, bandwidth):
 @pytest.mark.parametrize(
     "checker, solution, cases",
     [
-        (exercises.check_softmax, good_softmax, 5),
+        (exercises.check_softmax, good_softmax, 6),
         (exercises.check_soft_lookup, good_lookup, 4),
         (exercises.check_laplace_regression, good_laplace, 4),
     ],
@@ -43,6 +43,12 @@ def naive_softmax(x, temperature=1.0):
     return (x / temperature).exp() / (x / temperature).exp().sum(-1, keepdim=True)
 
 
+def global_max_softmax(x, temperature=1.0):
+    z = x / temperature
+    z = z - z.max()  # one maximum for the whole tensor: a row far below it underflows to 0/0
+    return z.exp() / z.exp().sum(-1, keepdim=True)
+
+
 def in_place_softmax(x, temperature=1.0):
     x -= x.max(dim=-1, keepdim=True).values
     return good_softmax(x, temperature)
@@ -52,12 +58,12 @@ def in_place_softmax(x, temperature=1.0):
     "checker, bad, match",
     [
         # the learner's function raises: reported in words, no traceback from inside the checker
-        (exercises.check_softmax, lambda x, temperature=1.0: 1 / 0, r"case 1 of 5 .*raised ZeroDivisionError: division by zero"),
+        (exercises.check_softmax, lambda x, temperature=1.0: 1 / 0, r"case 1 of 6 .*raised ZeroDivisionError: division by zero"),
         # wrong type
-        (exercises.check_softmax, lambda x, temperature=1.0: x.tolist(), r"case 1 of 5 .*expected a torch.Tensor, got list"),
+        (exercises.check_softmax, lambda x, temperature=1.0: x.tolist(), r"case 1 of 6 .*expected a torch.Tensor, got list"),
         (exercises.check_soft_lookup, lambda q, k, v: None, r"expected a torch.Tensor, got NoneType"),
         # wrong shape: softmax over the wrong dimension keeps the shape, summing does not
-        (exercises.check_softmax, lambda x, temperature=1.0: x.exp().sum(-1), r"case 1 of 5 .*expected output shape \(4,\), got \(\)"),
+        (exercises.check_softmax, lambda x, temperature=1.0: x.exp().sum(-1), r"case 1 of 6 .*expected output shape \(4,\), got \(\)"),
         (exercises.check_soft_lookup, lambda q, k, v: torch.softmax(q @ k.T, -1).T * v, r"case 1 of 4 .*expected output shape \(1, 2\), got \(4, 2\)"),
         # a missing transpose: no case has square keys, so queries @ keys cannot pass
         (exercises.check_soft_lookup, lambda q, k, v: torch.softmax(q @ k, -1) @ v, r"case 1 of 4 .*raised RuntimeError"),
@@ -69,10 +75,11 @@ def in_place_softmax(x, temperature=1.0):
         # bandwidth 0.4 is not 2 * 0.4**2, so this fails on the first case)
         (exercises.check_laplace_regression, lambda q, x, y, h: torch.softmax(-(q[:, None] - x).abs() / (2 * h**2), -1) @ y, r"case 1 of 4 .*largest error"),
         # wrong values: softmax over dim 0 is right for one row and wrong for the 3-row case
-        (exercises.check_softmax, lambda x, temperature=1.0: torch.softmax(x, dim=0), r"case 2 of 5 \(3 rows.*largest error .* at index \(\d, \d\)"),
-        (exercises.check_softmax, lambda x, temperature=1.0: torch.softmax(x, dim=-1), r"case 3 of 5 \(temperature=0.5.*\nHint: divide the scores by the temperature"),
+        (exercises.check_softmax, lambda x, temperature=1.0: torch.softmax(x, dim=0), r"case 2 of 6 \(3 rows.*largest error .* at index \(\d, \d\)"),
+        (exercises.check_softmax, lambda x, temperature=1.0: torch.softmax(x, dim=-1), r"case 3 of 6 \(temperature=0.5.*\nHint: divide the scores by the temperature"),
         # numerics: overflow and underflow
-        (exercises.check_softmax, naive_softmax, r"case 5 of 5 \(large scores.*NaN or inf.*\nHint: exp\(1000\) overflows"),
+        (exercises.check_softmax, naive_softmax, r"case 5 of 6 \(large scores.*NaN or inf.*\nHint: exp\(1000\) overflows"),
+        (exercises.check_softmax, global_max_softmax, r"case 6 of 6 \(two rows 1000 apart.*NaN or inf.*\nHint: subtract each row's own maximum"),
         (exercises.check_laplace_regression, naive_laplace, r"case 4 of 4 \(m=1 query far.*NaN or inf.*\nHint: .*softmax"),
         # integer output, in-place modification
         (exercises.check_softmax, lambda x, temperature=1.0: torch.zeros(x.shape, dtype=torch.long), r"floating-point tensor, got dtype torch.int64"),

@@ -149,6 +149,34 @@ def test_seed_shift_moves_every_seed_the_chapter_and_mtlib_set():
     assert eval(plain)[0] == torch.rand(2).tolist()  # no shift: the seeds as written
 
 
+def test_unshifted_keeps_the_seeds_as_written_inside_and_shifts_again_after():
+    code = "\n".join([
+        "import random, numpy as np, torch",
+        "from mtlib import utils",
+        "utils.setup(seed=3, style=False)",
+        "torch.manual_seed(7); before = torch.rand(1).item()",
+        "with utils.unshifted():",
+        "    torch.manual_seed(7); a = torch.rand(1).item()",
+        "    e = torch.rand(1, generator=torch.Generator().manual_seed(11)).item()",
+        "    np.random.seed(5); f = np.random.rand(); random.seed(9); g = random.random()",
+        "torch.manual_seed(7); after = torch.rand(1).item()",
+        "print(repr((before, a, e, f, g, after)))",
+    ])
+    before, a, e, f, g, after = eval(_run_with_shift("1000", code))
+    torch.manual_seed(7)
+    assert a == torch.rand(1).item()  # seed 7 as written
+    assert e == torch.rand(1, generator=torch.Generator().manual_seed(11)).item()
+    np.random.seed(5)
+    assert f == np.random.rand()
+    random.seed(9)
+    assert g == random.random()
+    torch.manual_seed(1007)
+    assert before == after == torch.rand(1).item()  # shifted before and after the block
+    with utils.unshifted():  # no shift installed: nothing changes
+        torch.manual_seed(7)
+        assert a == torch.rand(1).item()
+
+
 def test_seed_shift_must_be_a_non_negative_integer(monkeypatch):
     monkeypatch.setenv("MTLIB_SEED_SHIFT", "-3")
     with pytest.raises(ValueError, match="MTLIB_SEED_SHIFT must be an integer >= 0"):

@@ -18,8 +18,9 @@ def _softmax_reference(x: torch.Tensor, temperature: float = 1.0) -> torch.Tenso
 def check_softmax(fn: Callable[..., torch.Tensor]) -> None:
     """Check ``fn(x, temperature=1.0)``: softmax over the last dimension of ``x / temperature``.
 
-    Cases include a batch of rows, a low and a high temperature, and scores around 1000 that
-    overflow a naive implementation.
+    Cases include a batch of rows, a low and a high temperature, scores around 1000 that
+    overflow a naive implementation, and two rows 1000 apart that a single maximum for the whole
+    tensor (rather than one per row) turns into 0/0.
 
     Args:
         fn: your function; ``x`` has shape (..., n) and the result has the same shape.
@@ -51,6 +52,13 @@ def check_softmax(fn: Callable[..., torch.Tensor]) -> None:
             "large scores around 1000",
             (torch.tensor([[1000.0, 1001.0, 1002.0], [-1000.0, 0.0, 1000.0]]),),
             hint="exp(1000) overflows: subtract each row's maximum first (softmax does not change)",
+        ),
+        _Case(
+            "two rows 1000 apart (one maximum for the whole tensor is not enough)",
+            (torch.tensor([[1000.0, 1001.0, 1002.0], [0.0, 1.0, 2.0]]),),
+            hint="subtract each row's own maximum (max over the last dimension, keepdim=True): "
+            "after subtracting the largest score of the whole tensor, every exp of the second "
+            "row underflows to 0 and its softmax is 0/0",
         ),
     ]
     _check("check_softmax", fn, cases, _softmax_reference)

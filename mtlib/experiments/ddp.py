@@ -67,6 +67,7 @@ from torch import Tensor, nn
 
 from mtlib import distributed as du
 from mtlib import train
+from mtlib import utils
 from mtlib.models.gpt import GPT, GPTConfig
 
 __all__ = [
@@ -540,6 +541,7 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         parser.error(f"unknown runs {unknown}; choose from {RUNS}")
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    utils.apply_seed_shift()  # under the seed sweep, the workers' seeds move with the chapter's
     started = time.perf_counter()
     env = du.setup()
     if env.world_size < 2 or GLOBAL_BATCH % env.world_size:

@@ -244,24 +244,29 @@ VARIANTS: dict[str, list[Callable[..., Any]]] = {
 BUGS: dict[str, list[Bug]] = {
     "check_softmax": [
         Bug(
+            "one maximum for the whole tensor, not one per row",
+            t01.global_max_softmax,
+            r"case 6 of 6 .*NaN or inf.*\nHint: subtract each row's own maximum",
+        ),
+        Bug(
             "no max subtraction (overflow at 1000)",
             t01.naive_softmax,
-            r"case 5 of 5 .*NaN or inf.*\nHint: exp\(1000\) overflows",
+            r"case 5 of 6 .*NaN or inf.*\nHint: exp\(1000\) overflows",
         ),
         Bug(
             "softmax over the wrong axis",
             lambda x, temperature=1.0: torch.softmax(x, dim=0),
-            r"case 2 of 5 .*largest error",
+            r"case 2 of 6 .*largest error",
         ),
         Bug(
             "temperature ignored",
             lambda x, temperature=1.0: torch.softmax(x, dim=-1),
-            r"case 3 of 5 .*\nHint: divide the scores by the temperature",
+            r"case 3 of 6 .*\nHint: divide the scores by the temperature",
         ),
         Bug(
             "temperature multiplied",
             lambda x, temperature=1.0: torch.softmax(x * temperature, -1),
-            r"case 3 of 5 .*Hint: divide",
+            r"case 3 of 6 .*Hint: divide",
         ),
         Bug("input edited in place", t01.in_place_softmax, r"changed its input tensor in place"),
     ],
