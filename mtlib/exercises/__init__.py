@@ -23,7 +23,11 @@ from mtlib.exercises.ch03 import (
     check_scaled_dot_product_attention,
     check_self_attention_layer,
 )
-from mtlib.exercises.ch04 import check_head_mask, check_merge_heads, check_split_heads
+from mtlib.exercises.ch04 import (
+    check_grouped_query_attention,
+    check_multi_head_loop,
+    check_unpack_in_proj,
+)
 from mtlib.exercises.ch05 import check_causal_mask, check_combined_mask, check_padding_mask
 from mtlib.exercises.ch06 import check_alibi_bias, check_rope_rotation, check_sinusoidal_encoding
 from mtlib.exercises.ch07 import (
@@ -64,9 +68,9 @@ __all__ = [
     "check_attention_entropy",
     "check_scaled_dot_product_attention",
     "check_self_attention_layer",
-    "check_head_mask",
-    "check_merge_heads",
-    "check_split_heads",
+    "check_multi_head_loop",
+    "check_unpack_in_proj",
+    "check_grouped_query_attention",
     "check_causal_mask",
     "check_combined_mask",
     "check_padding_mask",

@@ -66,8 +66,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from mtlib import distributed as du
-from mtlib import train
-from mtlib import utils
+from mtlib import train, utils
 from mtlib.models.gpt import GPT, GPTConfig
 
 __all__ = [

@@ -133,11 +133,6 @@ def _smoothing_manual_kl(logits, targets, epsilon):  # correct: (1-eps) NLL + ep
     return ((1 - epsilon) * nll - epsilon * log_p.mean(-1)).mean()
 
 
-def _split_view_only(x, num_heads):  # view straight to (B, h, T, Dh)
-    batch, length, d_model = x.shape
-    return x.view(batch, num_heads, length, d_model // num_heads)
-
-
 def _mlm_labels_from_inputs(ids, **kw):  # labels read from the corrupted inputs
     inputs, labels = t09.masking(ids, **kw)
     return inputs, torch.where(labels != -100, inputs, labels)
@@ -194,9 +189,19 @@ VARIANTS: dict[str, list[Callable[..., Any]]] = {
     ],
     "check_self_attention_layer": [t03.good_layer],
     "check_attention_entropy": [lambda w: -(w * w.clamp_min(1e-30).log()).sum(-1)],
-    "check_split_heads": [t04.good_split_einops_style, t04.split_reshape_permute],
-    "check_merge_heads": [t04.good_merge_cat, t04.merge_contiguous_view],
-    "check_head_mask": [t04.mask_repeat_interleave],
+    "check_multi_head_loop": [
+        t04.loop_project_then_slice,
+        t04.loop_sum_of_out_rows,
+        t04.loop_without_b_k,
+        t04.loop_numpy_style_softmax,
+    ],
+    "check_unpack_in_proj": [t04.unpack_split_mT, t04.unpack_unflatten, t04.unpack_by_index],
+    "check_grouped_query_attention": [
+        t04.gqa_repeat_interleave,
+        t04.gqa_expand,
+        t04.gqa_torch_enable_gqa,
+        t04.gqa_head_loop,
+    ],
     "check_causal_mask": [
         t05.good_causal,
         t05.good_causal_arange,
@@ -438,47 +443,119 @@ BUGS: dict[str, list[Bug]] = {
             r"case 1 of 3 .*expected output shape",
         ),
     ],
-    "check_split_heads": [
+    "check_multi_head_loop": [
         Bug(
-            "view without the transpose",
-            _split_view_only,
-            r"case 1 of 3 .*values differ.*\nHint: view as \(B, T, h, d_head\)",
+            "scale 1/sqrt(d_model)",
+            t04.loop_scale_d_model,
+            r"case 1 of 3 .*Hint: you scaled the scores by 1/sqrt\(d_model\)",
         ),
         Bug(
-            "features interleaved across heads",
-            t04.split_interleaved,
+            "every h-th column for a head",
+            t04.loop_strided_columns,
+            r"case 1 of 3 .*Hint: your head i took every num_heads-th column",
+        ),
+        Bug(
+            "no output projection",
+            t04.loop_no_out_proj,
+            r"case 1 of 3 .*Hint: your output is the concatenation of the heads",
+        ),
+        Bug(
+            "biases left out",
+            t04.loop_no_biases,
+            r"case 1 of 3 .*Hint: your output is the layer without the biases",
+        ),
+        Bug(
+            "b_o added once per head",
+            t04.loop_b_o_per_head,
+            r"case 1 of 3 .*Hint: your output adds b_o num_heads times",
+        ),
+        Bug(
+            "softmax over the queries",
+            t04.loop_softmax_over_queries,
             r"case 1 of 3 .*values differ",
         ),
         Bug(
-            "transpose forgotten (B, T, h, Dh)",
-            t04.split_no_transpose,
-            r"case 1 of 3 .*expected output shape \(2, 3, 5, 4\), got \(2, 5, 3, 4\)",
+            "heads concatenated along the tokens",
+            t04.loop_cat_over_tokens,
+            r"case 1 of 3 .*raised RuntimeError",
         ),
-        Bug("heads reversed", t04.split_heads_reversed, r"case 1 of 3 .*values differ"),
+        Bug(
+            "rows of W (nn.Linear's layout)",
+            t04.loop_rows_of_weights,
+            r"case 1 of 3 .*raised RuntimeError",
+        ),
     ],
-    "check_merge_heads": [
+    "check_unpack_in_proj": [
         Bug(
-            "reshape without the transpose",
-            t04.merge_reshape_without_transpose,
-            r"case 1 of 3 .*values differ.*\nHint: swap the h and T axes",
+            "blocks used as stored (no transpose)",
+            t04.unpack_as_stored,
+            r"case 1 of 3 .*params\['W_q'\].*Hint: params\['W_q'\] is the q block of in_proj_weight as PyTorch stores it",
         ),
-        Bug("heads summed", t04.merge_sum_heads, r"case 1 of 3 .*expected output shape"),
-        Bug("features interleaved", t04.merge_wrong_order, r"case 1 of 3 .*values differ"),
-        Bug("heads reversed", t04.merge_heads_reversed, r"case 1 of 3 .*values differ"),
+        Bug(
+            "out_proj.weight not transposed",
+            t04.unpack_out_proj_as_stored,
+            r"case 1 of 3 .*params\['W_o'\].*Hint: params\['W_o'\] is out_proj.weight as PyTorch stores it",
+        ),
+        Bug(
+            "thirds read as k, q, v",
+            t04.unpack_k_q_v,
+            r"case 1 of 3 .*Hint: params\['W_q'\] holds the block of W_k",
+        ),
+        Bug(
+            "every third row (unflatten to (d, 3))",
+            t04.unpack_rows_interleaved,
+            r"case 1 of 3 .*Hint: params\['W_q'\] takes every third row",
+        ),
+        Bug(
+            "zero biases",
+            t04.unpack_zero_biases,
+            r"case 1 of 3 .*Hint: params\['b_q'\] is all zeros",
+        ),
+        Bug(
+            "cut along the second axis",
+            t04.unpack_cut_second_axis,
+            r"case 1 of 3 .*expected shape \(12, 12\), got \(36, 4\)\nHint: you cut in_proj_weight",
+        ),
+        Bug(
+            "the whole in_proj_bias",
+            t04.unpack_whole_bias,
+            r"case 1 of 3 .*Hint: params\['b_q'\] is the whole in_proj_bias",
+        ),
+        Bug("biases missing", t04.unpack_weights_only, r"case 1 of 3 .*your dict has no key 'b_q'"),
+        Bug("a tuple, not a dict", t04.unpack_a_tuple, r"case 1 of 3 .*expected a dict"),
     ],
-    "check_head_mask": [
-        Bug("mask of the wrong heads", t04.mask_flipped, r"case 1 of 3 .*values differ"),
+    "check_grouped_query_attention": [
         Bug(
-            "every h-th feature",
-            t04.mask_interleaved,
-            r"case 1 of 3 .*values differ.*\nHint: head i owns a contiguous block",
+            "tiled heads (.repeat)",
+            t04.gqa_tiled,
+            r"case 1 of 4 .*Hint: your query head i uses key/value head i mod num_kv_heads",
         ),
         Bug(
-            "factors binarised",
-            t04.mask_binarised,
-            r"case 3 of 3 .*\nHint: multiply by the factor itself",
+            "query heads grouped the wrong way",
+            t04.gqa_grouped_wrong_way,
+            r"case 1 of 4 .*Hint: your query head i uses key/value head i mod num_kv_heads",
         ),
-        Bug("input edited in place", t04.mask_in_place, r"changed its input tensor in place"),
+        Bug(
+            "scale 1/sqrt(g * d_head)",
+            t04.gqa_scale_kv_width,
+            r"case 1 of 4 .*Hint: you scaled the scores by 1/sqrt\(num_kv_heads \* d_head\)",
+        ),
+        Bug(
+            "scale 1/sqrt(d_model)",
+            t04.gqa_scale_d_model,
+            r"case 1 of 4 .*Hint: you scaled the scores by 1/sqrt\(d_model\)",
+        ),
+        Bug(
+            "repeated along the tokens",
+            t04.gqa_repeat_along_tokens,
+            r"case 1 of 4 .*raised RuntimeError",
+        ),
+        Bug("values not shared", t04.gqa_values_not_shared, r"case 1 of 4 .*raised RuntimeError"),
+        Bug(
+            "d_head from W_k's width",
+            t04.gqa_d_head_from_w_k,
+            r"case 1 of 4 .*raised RuntimeError",
+        ),
     ],
     "check_causal_mask": [
         Bug(
