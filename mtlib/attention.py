@@ -749,6 +749,13 @@ def _check_bias(bias: object, q_len: int, k_len: int, batch_shape: tuple[int | N
         raise ValueError(
             f"bias must be broadcastable to {expected} without growing it, got {tuple(bias.shape)}"
         )
+    if k_len > 1 and bias.shape[-1] == 1:  # the same value for every key: the softmax removes it
+        raise ValueError(
+            f"bias has key dimension 1 but there are k_len={k_len} keys: a bias constant over the "
+            "keys cancels in the softmax, so a positional bias built for one key (alibi_bias(H, 1) "
+            "or rpb(1) in a cached decoder) silently gives no positions at all; build it for every "
+            "key, e.g. alibi_bias(H, q_len, k_len)"
+        )
 
 
 def _check_sdpa_inputs(

@@ -180,8 +180,11 @@ class RelativePositionBias(nn.Module):
     """T5's learned relative position bias, one scalar per (bucket, head).
 
     The relative position ``key_pos - query_pos`` is mapped to a bucket: small distances get
-    a bucket each, larger ones share logarithmically wider buckets up to ``max_distance``,
-    beyond which everything shares the last bucket. With ``bidirectional=True`` half of the
+    a bucket each, larger ones share logarithmically wider buckets, and the last bucket collects
+    every distance from some point below ``max_distance`` on (with the defaults, 32 buckets and
+    ``max_distance=128``: from 113 on for a decoder, from 91 on with ``bidirectional=True``).
+    The table starts from ``nn.Embedding``'s N(0, 1); Hugging Face's T5 initialises it with
+    standard deviation ``d_model ** -0.5``. With ``bidirectional=True`` half of the
     buckets are for keys after the query; otherwise (decoders) all keys after the query share
     bucket 0 with distance 0 (they are masked anyway).
 
@@ -191,7 +194,7 @@ class RelativePositionBias(nn.Module):
     Args:
         num_heads: number of attention heads H.
         num_buckets: number of buckets.
-        max_distance: distance from which all positions share the last bucket.
+        max_distance: distances >= max_distance share the last bucket (it starts earlier).
         bidirectional: whether keys after the query get their own buckets.
     """
 
@@ -235,7 +238,7 @@ class RelativePositionBias(nn.Module):
             relative_position: integer tensor of any shape (...).
             bidirectional: whether positive offsets get their own half of the buckets.
             num_buckets: number of buckets.
-            max_distance: distance from which all positions share the last bucket.
+            max_distance: distances >= max_distance share the last bucket (it starts earlier).
 
         Returns:
             Long tensor of shape (...) with values in [0, num_buckets).
@@ -297,8 +300,10 @@ class RotaryEmbedding(nn.Module):
     Two pairings are in use, and they are the same thing up to a fixed permutation of the
     channels:
 
-    - ``interleaved=False`` (default; GPT-NeoX, Llama and Hugging Face): channel i is paired
-      with channel i + Dh/2 ("rotate half");
+    - ``interleaved=False`` (default; GPT-NeoX and Hugging Face's Llama): channel i is paired
+      with channel i + Dh/2 ("rotate half"). Meta's original Llama code pairs neighbours;
+      Hugging Face's conversion permutes the rows of W^Q and W^K to match, so Meta's weights
+      need that permutation before they work with this default;
     - ``interleaved=True`` (the paper, GPT-J): channel 2i is paired with 2i + 1.
 
     Args:
@@ -308,7 +313,9 @@ class RotaryEmbedding(nn.Module):
         interleaved: pairing convention, see above.
 
     Shape:
-        rotate: x (..., T, Dh) -> (..., T, Dh), usually (B, H, T, Dh).
+        rotate: x (B, H, T, Dh) with ``layout="BHTD"`` or (B, T, H, Dh) with ``layout="BTHD"``
+        (4-D only), same shape out. Positions are ``offset + 0 .. T-1``, one integer offset
+        for the whole batch (no per-row position ids).
     """
 
     cos: torch.Tensor

@@ -40,6 +40,7 @@ __all__ = [
     "SEED_SHIFT_ENV",
     "apply_seed_shift",
     "below",
+    "fixed_generator",
     "fmt",
     "get_device",
     "in_colab",
@@ -139,6 +140,17 @@ def unshifted() -> Iterator[None]:
         yield
     finally:
         _suspended = before
+
+
+def fixed_generator(seed: int, device: str | torch.device | None = None) -> torch.Generator:
+    """A ``torch.Generator`` seeded with ``seed`` as written, even under ``MTLIB_SEED_SHIFT``.
+
+    For the fixed data split or evaluation set of a stored experiment (the digits' test images,
+    a held-out sample): the seed sweep moves the runs, not the yardstick they are scored on, and
+    a stored model scored on another split would be scored partly on its training data.
+    """
+    with unshifted():
+        return torch.Generator(device=device).manual_seed(int(seed))
 
 
 def seed_everything(seed: int = 0) -> None:

@@ -47,7 +47,7 @@ PINNED_OUTPUTS = ROOT / "tests" / "pinned_outputs.yml"
 COMPARED_DATA = ("text/plain", "text/html", "text/latex", "image/svg+xml")
 
 
-def run(nb: Any, path: Path, timeout: int = 600) -> float:
+def run(nb: Any, path: Path, timeout: int = 1800) -> float:
     """Execute ``nb`` (read from ``path``) in a fresh kernel in ``path``'s folder; return seconds."""
     client = NotebookClient(
         nb,
@@ -63,7 +63,7 @@ def run(nb: Any, path: Path, timeout: int = 600) -> float:
     return time.perf_counter() - start
 
 
-def execute(path: Path, timeout: int = 600) -> float:
+def execute(path: Path, timeout: int = 1800) -> float:  # per cell; a busy machine
     """Execute one notebook in place with a fresh kernel; return the wall time in seconds."""
     nb = nbformat.read(path, as_version=4)
     elapsed = run(nb, path, timeout)

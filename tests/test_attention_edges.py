@@ -13,6 +13,7 @@ from torch import Tensor
 from mtlib import masks
 from mtlib.attention import (
     AdditiveAttention,
+    KVCache,
     MultiHeadAttention,
     scaled_dot_product_attention,
     tiled_attention,
@@ -329,3 +330,30 @@ def test_empty_rows_zero_for_data_masks_and_bias_refused_for_shared_masks() -> N
         torch.testing.assert_close(y[:, 2], mha.out_proj.bias.expand(2, 15))
         with pytest.raises(ValueError, match="attend to no key in every sequence"):
             mha(x, kv, vv, mask=table)
+
+
+def test_bias_with_one_key_is_refused_when_there_are_more_keys() -> None:
+    # chapter 6's decoding bug, in its bias form: alibi_bias(H, 1) or rpb(1) inside a cached
+    # decoder is (1, H, 1, 1), broadcasts over every key and cancels in the softmax (no positions)
+    from mtlib.positional import RelativePositionBias, alibi_bias
+
+    mha = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(1, 5, 16)
+    for one_key in (alibi_bias(4, 1), RelativePositionBias(4, bidirectional=False)(1)):
+        assert one_key.shape == (1, 4, 1, 1)
+        with pytest.raises(ValueError, match="key dimension 1 but there are k_len=5 keys"):
+            mha(x, bias=one_key.detach(), is_causal=True)
+        cache = KVCache()
+        mha(x[:, :3], cache=cache, bias=alibi_bias(4, 3))  # the prompt, bias for its 3 keys
+        with pytest.raises(ValueError, match="key dimension 1 but there are k_len=4 keys"):
+            mha(x[:, 3:4], cache=cache, bias=one_key.detach())  # one step, 4 keys
+        q = torch.randn(1, 4, 5, 8)
+        with pytest.raises(ValueError, match="key dimension 1"):
+            scaled_dot_product_attention(q, q, q, bias=one_key.detach())
+    # the right per-step bias (every key) is accepted and equals the full pass
+    cache = KVCache()
+    steps = [mha(x[:, t : t + 1], cache=cache, bias=alibi_bias(4, 1, t + 1))[0] for t in range(5)]
+    full = mha(x, bias=alibi_bias(4, 5), is_causal=True)[0]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full)
+    # one key and one query-independent value: still fine (nothing to broadcast over)
+    mha(x[:, :1], bias=alibi_bias(4, 1))

@@ -160,9 +160,11 @@ def test_unshifted_keeps_the_seeds_as_written_inside_and_shifts_again_after():
         "    e = torch.rand(1, generator=torch.Generator().manual_seed(11)).item()",
         "    np.random.seed(5); f = np.random.rand(); random.seed(9); g = random.random()",
         "torch.manual_seed(7); after = torch.rand(1).item()",
-        "print(repr((before, a, e, f, g, after)))",
+        "fixed = torch.rand(1, generator=utils.fixed_generator(11)).item()",
+        "print(repr((before, a, e, f, g, after, fixed)))",
     ])
-    before, a, e, f, g, after = eval(_run_with_shift("1000", code))
+    before, a, e, f, g, after, fixed = eval(_run_with_shift("1000", code))
+    assert fixed == e  # fixed_generator: seed 11 as written, outside the block too
     torch.manual_seed(7)
     assert a == torch.rand(1).item()  # seed 7 as written
     assert e == torch.rand(1, generator=torch.Generator().manual_seed(11)).item()

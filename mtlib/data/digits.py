@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from mtlib import utils
+
 __all__ = ["DigitsSplit", "digits_split", "load_digit_images"]
 
 
@@ -67,7 +69,7 @@ def load_digit_images() -> tuple[Tensor, Tensor]:
 
 def _stratified_order(labels: Tensor, seed: int) -> Tensor:
     """Indices in an order that cycles through the classes: any prefix is about balanced."""
-    g = torch.Generator().manual_seed(seed)
+    g = utils.fixed_generator(seed)  # the same split under the seed sweep too
     per_class = [
         (labels == c).nonzero().flatten()[torch.randperm(int((labels == c).sum()), generator=g)]
         for c in range(int(labels.max()) + 1)
@@ -92,7 +94,7 @@ def digits_split(*, test_fraction: float = 0.2, seed: int = 0) -> DigitsSplit:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
     images, labels = load_digit_images()
     images = images / 16.0
-    g = torch.Generator().manual_seed(seed)
+    g = utils.fixed_generator(seed)  # the same split under the seed sweep too
     test = torch.zeros(len(labels), dtype=torch.bool)
     for c in range(10):
         idx = (labels == c).nonzero().flatten()

@@ -45,7 +45,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from mtlib import train
+from mtlib import train, utils
 from mtlib.data.translation import WORDS, number_to_words
 from mtlib.denoising import span_corruption
 from mtlib.models.t5 import T5, T5Config
@@ -354,7 +354,7 @@ def fill_batch(sentences: Sequence[str], *, generator: torch.Generator) -> Batch
 def heldout_fill_batch() -> Batch:
     """The fixed held-out examples: :data:`MASKS_PER_SENTENCE` words of each held-out sentence."""
     sentences = [s for s in downstream_sentences()[1] for _ in range(MASKS_PER_SENTENCE)]
-    return fill_batch(sentences, generator=torch.Generator().manual_seed(HELDOUT_SEED))
+    return fill_batch(sentences, generator=utils.fixed_generator(HELDOUT_SEED))
 
 
 # --------------------------------------------------------------------------------------------
@@ -438,7 +438,7 @@ def exact_match(model: T5, batch: Batch) -> float:
 def heldout_task_batch(task: str, n: int = 300) -> Batch:
     """The fixed held-out sample of a task that every report uses."""
     return task_batch(
-        [task], n, split="heldout", generator=torch.Generator().manual_seed(HELDOUT_SEED)
+        [task], n, split="heldout", generator=utils.fixed_generator(HELDOUT_SEED)
     )
 
 

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from mtlib import train
+from mtlib import train, utils
 from mtlib.attention import MultiHeadAttention
 from mtlib.data.synthetic import BOS, EOS, PAD
 from mtlib.data.translation import (
@@ -137,7 +137,7 @@ def batch_stream(settings: TrainSettings, seed: int) -> Callable[[int], NumberBa
 
 def heldout_sample(n: int = 2000, *, max_digits: int = 6, seed: int = HELDOUT_SEED) -> NumberBatch:
     """A fixed sample of held-out numbers (lengths 3..max_digits uniformly, as in training)."""
-    generator = torch.Generator().manual_seed(seed)
+    generator = utils.fixed_generator(seed)  # the same sample under the seed sweep too
     return number_batch(n, split="heldout", max_digits=max_digits, generator=generator)
 
 

@@ -304,6 +304,13 @@ MUTANTS: list[Mutant] = [
         "float16/bfloat16 computed in their own dtype: q k^T overflows float16 before the "
         "scaling (NaN), and bfloat16's error is twice PyTorch's",
     ),
+    Mutant(  # review of chapter 6, F28
+        "A38", _ATT,
+        "    if k_len > 1 and bias.shape[-1] == 1:  # the same value for every key: the softmax removes it\n",
+        "    if False:  # the same value for every key: the softmax removes it\n",
+        "a bias with key dimension 1 (alibi_bias(H, 1) in a cached decoder) broadcasts over every "
+        "key and cancels in the softmax: no positions at all, and no error",
+    ),
     # ------------------------------------------------------------------- masks.py (chapter 5)
     Mutant(
         "M01", _MASKS,
