@@ -55,3 +55,52 @@ def test_decode_symbols_is_readable():
 def test_bad_arguments_are_named(kwargs, match):
     with pytest.raises(ValueError, match=match):
         sequence_task(**kwargs)
+
+
+# --- mtlib.data.corpus: one copy of Python's help() topics for every machine -------------------
+
+
+def test_pydoc_topics_is_the_shipped_text_and_a_fresh_copy():
+    from mtlib.data import corpus
+
+    topics = corpus.pydoc_topics()
+    assert len(topics) == 79 and "if" in topics and "string-methods" in topics
+    assert sum(len(t) for t in topics.values()) > 400_000
+    assert "The \"if\" statement" in topics["if"]
+    topics["if"] = "changed by the caller"
+    assert corpus.pydoc_topics()["if"] != "changed by the caller"  # each call is a new dictionary
+
+
+def test_pydoc_topics_refuses_a_file_that_fails_its_checksum(tmp_path, monkeypatch):
+    import gzip
+    import json
+
+    from mtlib.data import corpus
+
+    damaged = corpus.pydoc_topics()
+    damaged["if"] = damaged["if"].replace("if", "iff", 1)  # one word of another Python release
+    path = tmp_path / "pydoc_topics.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(damaged, sort_keys=True, indent=0).encode()))
+    monkeypatch.setattr(corpus, "_TOPICS_FILE", path)
+    corpus._topics_json.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match="SHA-256"):
+            corpus.pydoc_topics()
+    finally:
+        corpus._topics_json.cache_clear()
+
+
+def test_the_experiments_read_the_shipped_corpus_not_the_running_python(monkeypatch):
+    """A Python whose pydoc_data.topics differs (every release edits it) changes nothing."""
+    import sys
+    import types
+
+    from mtlib.experiments import bert_mlm, char_lm, ddp, t5_pretrain
+
+    before = (char_lm.corpus(), bert_mlm.corpus(), t5_pretrain.corpus_text(), ddp.dataset())
+    fake = types.ModuleType("pydoc_data.topics")
+    fake.topics = {"if": "another release's text"}  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pydoc_data.topics", fake)
+    after = (char_lm.corpus(), bert_mlm.corpus(), t5_pretrain.corpus_text(), ddp.dataset())
+    assert before[:3] == after[:3]
+    assert torch.equal(before[3], after[3])

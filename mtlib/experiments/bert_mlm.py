@@ -1,6 +1,7 @@
 """A small BERT pretrained by masked language modelling, fine-tuned and distilled (chapter 9).
 
-Everything is offline: the corpus is Python's own documentation (``pydoc_data.topics``), the
+Everything is offline: the corpus is Python's own documentation (``pydoc_data.topics``, the
+copy in :mod:`mtlib.data.corpus`), the
 tokenizer is chapter 2's byte-level BPE, and the fine-tuning task is generated here. This
 module holds what chapter 9 trains and measures, so that the notebook shows the experiments
 and not the plumbing:
@@ -44,6 +45,7 @@ from torch import Tensor, nn
 from mtlib import train
 from mtlib.blocks import EncoderBlock
 from mtlib.data.bpe import BPETokenizer, pretokenize
+from mtlib.data.corpus import pydoc_topics
 from mtlib.models.bert import (
     IGNORE_INDEX,
     BERTConfig,
@@ -103,7 +105,7 @@ def corpus() -> tuple[str, str]:
     Runs of whitespace (the indentation of code examples and tables) become one space, so that
     the windows hold words rather than layout.
     """
-    from pydoc_data.topics import topics
+    topics = pydoc_topics()
 
     names = sorted(topics)
     flat = {n: " ".join(topics[n].split()) for n in names}  # whitespace runs -> one space

@@ -1,6 +1,7 @@
 """A character-level GPT on Python's own documentation (chapter 10).
 
-The corpus is ``pydoc_data.topics`` (the text of ``help()``'s topics, shipped with Python; about
+The corpus is ``pydoc_data.topics`` (the text of ``help()``'s topics; Python 3.11.7's copy, which
+:mod:`mtlib.data.corpus` ships so that every Python version reads the same text; about
 465,000 characters): offline, English, with code in it. This module holds what chapter 10 trains
 and measures, so that the notebook shows the experiments and not the plumbing:
 
@@ -33,6 +34,7 @@ import torch
 from torch import Tensor
 
 from mtlib import train
+from mtlib.data.corpus import pydoc_topics
 from mtlib.models.gpt import GPT, GPTConfig
 
 __all__ = [
@@ -60,7 +62,7 @@ VAL_FRACTION = 0.1  # the last 10% of the text is the validation split
 
 def corpus() -> str:
     """The text of every ``help()`` topic, in sorted topic order, joined by newlines."""
-    from pydoc_data.topics import topics
+    topics = pydoc_topics()
 
     return "\n".join(topics[key] for key in sorted(topics))
 

@@ -67,6 +67,7 @@ from torch import Tensor, nn
 
 from mtlib import distributed as du
 from mtlib import train, utils
+from mtlib.data.corpus import pydoc_topics
 from mtlib.models.gpt import GPT, GPTConfig
 
 __all__ = [
@@ -121,9 +122,9 @@ def loopback_tx_bytes() -> int:
 
 
 def dataset() -> Tensor:
-    """(NUM_SEQUENCES, SEQ_LEN + 1) long: windows of ``pydoc_data.topics``, ids 0..95
+    """(NUM_SEQUENCES, SEQ_LEN + 1) long: windows of :func:`mtlib.data.corpus.pydoc_topics`, ids 0..95
     (printable ASCII minus 32; any other character becomes a space)."""
-    from pydoc_data.topics import topics
+    topics = pydoc_topics()
 
     text = "".join(topics[k] for k in sorted(topics))
     codes = torch.tensor(list(text[: NUM_SEQUENCES * (SEQ_LEN + 1)].encode("ascii", "replace")))

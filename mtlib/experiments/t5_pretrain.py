@@ -46,6 +46,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from mtlib import train, utils
+from mtlib.data.corpus import pydoc_topics
 from mtlib.data.translation import WORDS, number_to_words
 from mtlib.denoising import span_corruption
 from mtlib.models.t5 import T5, T5Config
@@ -131,8 +132,9 @@ def words_of(text: str) -> list[str]:
 
 @cache
 def corpus_text() -> str:
-    """Python's documentation topics (``pydoc_data.topics``) joined, whitespace collapsed."""
-    from pydoc_data.topics import topics
+    """Python's documentation topics (:func:`mtlib.data.corpus.pydoc_topics`) joined, whitespace
+    collapsed."""
+    topics = pydoc_topics()
 
     return re.sub(r"\s+", " ", "\n".join(topics[key] for key in sorted(topics)))
 

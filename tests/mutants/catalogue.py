@@ -753,4 +753,18 @@ MUTANTS: list[Mutant] = [
         "        logits = logits / temperature\n",
         "sampling: the temperature applied after the top-k/top-p filters (top-p keeps too few)",
     ),
+    Mutant(
+        "C01", "mtlib/data/corpus.py",
+        "    if digest != _TOPICS_SHA256:\n",
+        "    if digest != _TOPICS_SHA256 and False:\n",
+        "corpus: the shipped text's checksum never checked (another Python's topics accepted)",
+        tests=("tests/test_data.py",),
+    ),
+    Mutant(
+        "C02", "mtlib/experiments/char_lm.py",
+        "    topics = pydoc_topics()\n",
+        "    from pydoc_data.topics import topics\n",
+        "chapter 10's corpus read from the running Python again (moves with every release)",
+        tests=("tests/test_data.py",),
+    ),
 ]
