@@ -231,3 +231,30 @@ def test_attention_weights_are_the_ones_forward_uses() -> None:
         torch.testing.assert_close(w.sum(-1), torch.ones(2, 3, t))
         assert float(w.masked_select(~mask).abs().max()) == 0.0  # nothing on masked keys
         torch.testing.assert_close(mixed, out, atol=1e-5, rtol=0)
+
+
+def test_a_mask_that_sees_later_keys_is_refused_naming_mask() -> None:
+    """Above the causal line the rel-shift's scores are another row's distances (junk) and a
+    language model reads the answer: an all-True mask ran silently before (review of ch. 15)."""
+    torch.manual_seed(0)
+    model = _model().eval()
+    idx = torch.randint(0, 13, (2, 5))  # (B, T)
+    mems = [torch.randn(2, 3, 18) for _ in range(2)]  # M = 3 memory slots per layer
+    t, k = 5, 8
+    allowed = causal_mask(t, k)  # (T, K): all memory + causal
+    band = allowed.clone()
+    band[:, 0] = False  # without the oldest memory slot: a band, fewer keys than causal
+    with torch.no_grad():
+        model(idx, mems, mask=allowed)
+        model(idx, mems, mask=band)  # a band (a subset of the causal keys) stays legal
+        for leak in (torch.ones(t, k, dtype=torch.bool), allowed.clone()):
+            leak[1, k - t + 2] = True  # query 1 sees the key two positions after its own
+            with pytest.raises(ValueError, match=r"mask lets a query attend keys after"):
+                model(idx, mems, mask=leak)
+    attn = RelMultiHeadAttention(18, 3).eval()
+    context, r = torch.randn(2, k, 18), torch.randn(k, 18)  # (B, K, d), (K, d)
+    full = torch.ones(1, 1, t, k, dtype=torch.bool)
+    with torch.no_grad(), pytest.raises(ValueError, match="mask lets a query"):
+        attn(context[:, k - t :], context, r=r, mask=full)
+    with torch.no_grad():  # without the position term nothing is junk: the layer allows it
+        attn(context[:, k - t :], context, r=None, mask=full)

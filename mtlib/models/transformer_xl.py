@@ -105,6 +105,22 @@ def rel_shift(x: Tensor) -> Tensor:
     return padded[..., 1:, :].reshape(*lead, t, k)  # (..., T, K) drop one row, read back
 
 
+def _refuse_future_keys(mask: Tensor, t: int, k: int, name: str) -> None:
+    """Raise if a bool (..., T, K) mask lets query ``i`` attend a key after its own position
+    ``i + K - T``: the rel-shift's scores there are junk (another row's distances), and a language
+    model that sees them reads the answer."""
+    if mask.dtype != torch.bool or tuple(mask.shape[-2:]) != (t, k):
+        return  # a wrong shape or dtype is reported by the attention's own checks
+    future = ~causal_mask(t, k, device=mask.device)  # (T, K) True above the causal line
+    if bool((mask & future).any()):
+        raise ValueError(
+            f"{name} lets a query attend keys after its own position (query i of the T={t} "
+            f"queries sits at position i + {k - t} of the K={k} keys): relative position scores "
+            "exist only for keys j <= i + M, so such a mask must be False above that line; "
+            "start from causal_mask(T, K) and only remove keys (a band)"
+        )
+
+
 class RelMultiHeadAttention(nn.Module):
     """Multi-head attention over ``[memory; segment]`` with Transformer-XL's relative positions.
 
@@ -159,6 +175,8 @@ class RelMultiHeadAttention(nn.Module):
             mask: bool, True = may attend, shape (T, K) or (1, 1, T, K). When B == T a 2-D mask
                 other than ``causal_mask(T, K)`` is refused as ambiguous (it could be a (B, K)
                 padding mask, see :func:`mtlib.masks.check_mask`): pass it as (1, 1, T, K).
+                With ``r`` given, a mask that lets query ``i`` see a key after position
+                ``i + M`` raises ``ValueError`` (the position scores there are junk).
 
         Returns:
             Tensor of shape (B, T, d_model).
@@ -186,6 +204,7 @@ class RelMultiHeadAttention(nn.Module):
         bias: Tensor | None = None
         u: Tensor | float = 0.0
         if r is not None:
+            _refuse_future_keys(mask, q.shape[-2], k.shape[-2], "mask")
             bias = self.position_scores(q, r) * scale  # (B, H, T, K) the position term
             u = self.u[:, None]  # (H, 1, Dh) broadcast over queries
         result = scaled_dot_product_attention(
@@ -263,7 +282,8 @@ class TransformerXL(nn.Module):
             mems: one tensor (B, M, d_model) per layer, M <= mem_len (from a previous call or
                 :meth:`init_mems`); None = empty.
             mask: bool (T, M + T), True = may attend; default the causal mask (every memory
-                slot and the segment up to the query). Tests use it for banded masks.
+                slot and the segment up to the query). Tests use it for banded masks. A mask that
+                lets a query see a later key raises ``ValueError``.
 
         Returns:
             ``(logits, new_mems)``: logits (B, T, vocab_size) and, per layer, the last
@@ -288,6 +308,8 @@ class TransformerXL(nn.Module):
             mask = causal_mask(t, k, device=idx.device)  # (T, K) all memory + causal
         elif mask.shape != (t, k) or mask.dtype != torch.bool:
             raise ValueError(f"mask must be a bool tensor of shape (T={t}, M+T={k})")
+        else:
+            _refuse_future_keys(mask, t, k, "mask")
         mask = mask[None, None]  # (1, 1, T, K): one table for every stream, even when B == T
         x = self.tok_emb(idx)  # (B, T, d)
         r: Tensor | None = None

@@ -767,4 +767,11 @@ MUTANTS: list[Mutant] = [
         "chapter 10's corpus read from the running Python again (moves with every release)",
         tests=("tests/test_data.py",),
     ),
+    Mutant(
+        "X01", "mtlib/models/transformer_xl.py",
+        "    if bool((mask & future).any()):\n",
+        "    if bool((mask & future).all()):\n",
+        "Transformer-XL: a mask that sees later keys accepted unless it sees only later keys",
+        tests=("tests/test_models_transformer_xl.py",),
+    ),
 ]
