@@ -105,7 +105,7 @@ def rel_shift(x: Tensor) -> Tensor:
     return padded[..., 1:, :].reshape(*lead, t, k)  # (..., T, K) drop one row, read back
 
 
-def _refuse_future_keys(mask: Tensor, t: int, k: int, name: str) -> None:
+def _refuse_future_keys(mask: Tensor, t: int, k: int) -> None:
     """Raise if a bool (..., T, K) mask lets query ``i`` attend a key after its own position
     ``i + K - T``: the rel-shift's scores there are junk (another row's distances), and a language
     model that sees them reads the answer."""
@@ -114,7 +114,7 @@ def _refuse_future_keys(mask: Tensor, t: int, k: int, name: str) -> None:
     future = ~causal_mask(t, k, device=mask.device)  # (T, K) True above the causal line
     if bool((mask & future).any()):
         raise ValueError(
-            f"{name} lets a query attend keys after its own position (query i of the T={t} "
+            f"mask lets a query attend keys after its own position (query i of the T={t} "
             f"queries sits at position i + {k - t} of the K={k} keys): relative position scores "
             "exist only for keys j <= i + M, so such a mask must be False above that line; "
             "start from causal_mask(T, K) and only remove keys (a band)"
@@ -204,7 +204,7 @@ class RelMultiHeadAttention(nn.Module):
         bias: Tensor | None = None
         u: Tensor | float = 0.0
         if r is not None:
-            _refuse_future_keys(mask, q.shape[-2], k.shape[-2], "mask")
+            _refuse_future_keys(mask, q.shape[-2], k.shape[-2])
             bias = self.position_scores(q, r) * scale  # (B, H, T, K) the position term
             u = self.u[:, None]  # (H, 1, Dh) broadcast over queries
         result = scaled_dot_product_attention(
@@ -309,7 +309,7 @@ class TransformerXL(nn.Module):
         elif mask.shape != (t, k) or mask.dtype != torch.bool:
             raise ValueError(f"mask must be a bool tensor of shape (T={t}, M+T={k})")
         else:
-            _refuse_future_keys(mask, t, k, "mask")
+            _refuse_future_keys(mask, t, k)
         mask = mask[None, None]  # (1, 1, T, K): one table for every stream, even when B == T
         x = self.tok_emb(idx)  # (B, T, d)
         r: Tensor | None = None
