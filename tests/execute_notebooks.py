@@ -35,14 +35,13 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
-import yaml
 from nbclient import NotebookClient
 
 from tests import numerics
 
 ROOT = Path(__file__).resolve().parents[1]
 SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
-PINNED_OUTPUTS = ROOT / "tests" / "pinned_outputs.yml"
+PINNED_OUTPUTS = numerics.PINNED_OUTPUTS
 #: The output types strict nbval compares (it skips PNG/JPEG images and widget views).
 COMPARED_DATA = ("text/plain", "text/html", "text/latex", "image/svg+xml")
 
@@ -102,10 +101,7 @@ def compared_outputs(cell: Any, rules: list[tuple[re.Pattern[str], str]]) -> lis
     return text.splitlines()
 
 
-def pinned_cells(path: Path = PINNED_OUTPUTS) -> dict[tuple[str, str], str]:
-    """``{(notebook stem, cell id): why}`` from ``tests/pinned_outputs.yml``."""
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
-    return {(c["notebook"], c["id"]): c["why"] for c in (data or [])}
+pinned_cells = numerics.pinned_cells  # {(notebook stem, cell id): why}
 
 
 def changed_cells(before: Any, after: Any) -> list[dict[str, Any]]:
@@ -190,14 +186,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--only needs --perturb")
     numerics.apply(os.environ, "pinned")
     print(numerics.describe(), flush=True)
+    machine = numerics.fingerprint()  # recorded for each notebook executed (tests/numerics.py)
     if args.jobs > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             for path, seconds in zip(notebooks, pool.map(execute, notebooks), strict=True):
                 print(f"executed {path.relative_to(ROOT)} in {seconds:.1f} s", flush=True)
+                numerics.record([path.stem], machine)
         return 0
     for path in notebooks:
         print(f"executing {path} ...", flush=True)
         print(f"  done in {execute(path):.1f} s", flush=True)
+        numerics.record([path.stem], machine)
+    print(f"fingerprint recorded in {numerics.FINGERPRINTS}", flush=True)
     return 0
 
 

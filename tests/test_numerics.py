@@ -92,10 +92,66 @@ def test_the_nbval_stage_and_the_re_execute_command_use_the_pin(monkeypatch, tmp
         monkeypatch.setenv(key, "x")  # recorded, so that the test restores the environment
         monkeypatch.delenv(key)
     monkeypatch.setattr(ex, "execute", fake_execute)
+    monkeypatch.setattr(numerics, "fingerprint", lambda: {"mkl_vml": "abc"})
+    monkeypatch.setattr(numerics, "FINGERPRINTS", tmp_path / "fingerprints.json")
     nb = tmp_path / "00_x.ipynb"
     nb.write_text("{}")
     assert ex.main([str(nb)]) == 0
     assert seen == numerics.PINNED
+    assert numerics.recorded() == {"00_x": {"mkl_vml": "abc"}}  # the executing machine's
+
+
+@pytest.mark.skipif(not X86, reason="the pin is for x86-64 processors")
+def test_the_fingerprint_is_deterministic_and_sees_another_kernel_choice():
+    machine = numerics.fingerprint()
+    assert machine == numerics.fingerprint()
+    assert set(machine) >= {"mkl_vml", "mkl_blas", "aten", "train_adam", "train_fused_adamw"}
+    # MKL's automatic branch: another vector-math and BLAS code path on Intel and on AMD alike
+    auto = _in_subprocess("import json; from tests import numerics; print(json.dumps(numerics._probe()))",
+                          {**numerics.PINNED, "MKL_CBWR": "AUTO"})
+    moved = numerics.differing(machine, {"auto": json.loads(auto)})["auto"]
+    assert {"mkl_blas", "train_adam"} <= set(moved) and "aten" not in moved
+
+
+def test_differing_names_the_kernel_families():
+    here = {"mkl_vml": "1", "aten": "2"}
+    table = {"01_a": {"mkl_vml": "1", "aten": "2"}, "03_b": {"mkl_vml": "9", "aten": "2"},
+             "04_c": {"mkl_vml": "1"}}
+    assert numerics.differing(here, table) == {"03_b": ["mkl_vml"], "04_c": ["aten"]}
+
+
+class _Cell:  # the two attributes of an nbval item the collection hook reads and sets
+    def __init__(self, path, cell_id):
+        self.fspath, self.cell, self.options = path, {"id": cell_id}, {"check": True}
+
+
+def test_listed_cells_of_a_chapter_executed_elsewhere_are_run_but_not_compared(monkeypatch, tmp_path):
+    fingerprints, listed = tmp_path / "f.json", tmp_path / "p.yml"
+    listed.write_text('- {notebook: 01_a, id: "c1", why: trained}\n- {notebook: 03_b, id: "c1", why: trained}\n')
+    numerics.record(["01_a"], {"mkl_vml": "here"}, fingerprints)
+    numerics.record(["03_b"], {"mkl_vml": "elsewhere"}, fingerprints)
+    monkeypatch.setattr(numerics, "FINGERPRINTS", fingerprints)
+    monkeypatch.setattr(numerics, "PINNED_OUTPUTS", listed)
+    monkeypatch.setattr(numerics, "fingerprint", lambda: {"mkl_vml": "here"})
+    monkeypatch.setattr(numerics, "_ELSEWHERE", None)
+    items = [_Cell(f"/x/{stem}.ipynb", cell) for stem in ("01_a", "03_b", "05_c") for cell in ("c1", "c2")]
+    numerics.pytest_collection_modifyitems(None, items)
+    unchecked = [(i.fspath, i.cell["id"]) for i in items if not i.options["check"]]
+    assert unchecked == [("/x/03_b.ipynb", "c1")]  # listed, and executed under another fingerprint
+    header = "\n".join(numerics.pytest_report_header(None))
+    assert "03_b was executed where mkl_vml differ" in header and "01_a" not in header
+
+
+def test_the_recorded_fingerprints_name_chapters_and_every_kernel_family():
+    # A chapter without a record was executed before fingerprints were recorded, and passed
+    # strict nbval on Intel and AMD CI machines alike: every one of its cells is compared.
+    table = numerics.recorded()
+    chapters = {p.stem for p in (ROOT / "chapters").glob("*.ipynb")}
+    assert set(table) <= chapters
+    assert {"01_attention_intuition", "03_scaled_dot_product_attention",
+            "04_multi_head_attention", "06_positional_encoding"} <= set(table)
+    families = set(numerics._probe())
+    assert all(set(fp) == families for fp in table.values())
 
 
 def _nb(cells):
