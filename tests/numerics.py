@@ -256,10 +256,20 @@ def pytest_configure(config: object) -> None:  # noqa: ARG001
 
 
 def pytest_report_header(config: object) -> list[str]:  # noqa: ARG001
-    lines = [describe()]
+    return [describe(), *_fingerprint_lines()]
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The same lines after the run, where ``-q`` (the nbval stage) hides the header."""
+    for line in _fingerprint_lines():
+        terminalreporter.write_line(line)
+
+
+def _fingerprint_lines() -> list[str]:
+    lines = []
     elsewhere = _executed_elsewhere()
     if not elsewhere:
-        lines.append("numerics fingerprint: every chapter was executed under this machine's; "
+        lines.append("numerics fingerprint: no chapter's recorded fingerprint differs from this machine's; "
                      "every cell's output is compared")
     for stem, families in elsewhere.items():
         lines.append(f"numerics fingerprint: {stem} was executed where {', '.join(families)} "

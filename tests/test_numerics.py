@@ -141,6 +141,16 @@ def test_listed_cells_of_a_chapter_executed_elsewhere_are_run_but_not_compared(m
     header = "\n".join(numerics.pytest_report_header(None))
     assert "03_b was executed where mkl_vml differ" in header and "01_a" not in header
 
+    class Reporter:  # what pytest_terminal_summary writes to, after a -q run too
+        lines: list[str] = []
+
+        def write_line(self, line):
+            self.lines.append(line)
+
+    reporter = Reporter()
+    numerics.pytest_terminal_summary(reporter)
+    assert reporter.lines == numerics.pytest_report_header(None)[1:]
+
 
 def test_the_recorded_fingerprints_name_chapters_and_every_kernel_family():
     # A chapter without a record was executed before fingerprints were recorded, and passed
