@@ -31,7 +31,7 @@ nothing. As a pytest plugin (``-p tests.numerics``), this module puts the pin in
   the recorded one, every cell is compared. Where it differs, the cells listed in
   ``tests/pinned_outputs.yml`` still run, with every assert (each claim holds with a margin
   below the worst of its seeds), but their printed digits are not compared; every other cell
-  is. The pytest header says which chapters that concerns and which kernel family differs.
+  is. The pytest header and the run's last lines say which chapters and kernel families differ.
 
 Command line::
 
