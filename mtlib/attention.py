@@ -256,7 +256,10 @@ class KVCache:
 
     **Cross-attention (``static=True``).** The keys and values come from the encoder memory,
     which does not change while decoding: the first call projects ``key``/``value`` and stores
-    them; later calls reuse them and ignore ``key``/``value``.
+    them; later calls reuse them instead of projecting ``key``/``value`` again. They must pass
+    the memory the cache was filled from (the same tensor, or one equal to it): another memory
+    raises a ``ValueError`` instead of silently attending to the previous source. Call
+    :meth:`reset` before decoding a new source.
 
     **Growth.** Appending with ``torch.cat`` would copy the whole cache at every step, which
     costs time quadratic in the length over a generation. Instead the keys and values live in
@@ -282,6 +285,8 @@ class KVCache:
     static: bool = False  # True: encoder memory, projected on the first call, then reused
     # (B, H, capacity, Dh) buffers whose first T_cached positions are k and v
     _buffers: tuple[Tensor, Tensor] | None = field(default=None, init=False, repr=False)
+    # static: the memory the keys and values were projected from (None: filled by update())
+    _source: Tensor | None = field(default=None, init=False, repr=False)
 
     @property
     def length(self) -> int:
@@ -299,13 +304,41 @@ class KVCache:
         A field-by-field copy would share the growth buffer: both caches would then write their
         next keys into the same positions, each overwriting what the other appended.
         """
-        return type(self)(k=self.k, v=self.v, static=self.static)  # _buffers: None, its own later
+        branch = type(self)(k=self.k, v=self.v, static=self.static)  # _buffers: None, its own later
+        branch._source = self._source
+        return branch
 
     def reset(self) -> None:
         """Empty the cache (e.g. before decoding a new batch)."""
         self.k = None
         self.v = None
         self._buffers = None
+        self._source = None
+
+    def remember_source(self, memory: Tensor) -> None:
+        """Record the memory a static cache was just filled from (checked on every later call)."""
+        self._source = memory.detach()
+
+    def check_source(self, memory: Tensor) -> None:
+        """Refuse a filled static cache a memory other than the one it was filled from.
+
+        The same tensor (what a decoding loop passes at every step), a view of it, or a tensor
+        equal to it (a memory recomputed at every step) is accepted. A cache filled by
+        :meth:`update` directly does not know its memory and accepts any.
+
+        Raises:
+            ValueError: if ``memory`` has another shape or other values (a new source).
+        """
+        source = self._source
+        if source is None or source is memory:
+            return
+        if source.shape != memory.shape or not torch.equal(source, memory.detach()):
+            raise ValueError(
+                f"this cross-attention (static) cache was filled from another memory of shape "
+                f"{tuple(source.shape)}, not from the memory of shape {tuple(memory.shape)} "
+                "passed now: call cache.reset() before decoding a new source (its keys and "
+                "values would be the previous source's)"
+            )
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Store new keys and values (appended unless static) and return all of them.
@@ -521,11 +554,14 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """Project keys and values (rotated if RoPE), going through the cache when there is one."""
         if cache is not None and cache.static and cache.k is not None and cache.v is not None:
+            cache.check_source(key)  # the memory it was filled from, not a new source
             return cache.k, cache.v  # encoder memory projected on an earlier step
         k = self._split_heads(self.k_proj(key))  # (B, H, Tk, Dh)
         v = self._split_heads(self.v_proj(value))  # (B, H, Tk, Dh)
         if self.rotary is not None:
             k = self.rotary.rotate(k, layout="BHTD", offset=past)  # new keys at their positions
+        if cache is not None and cache.static:
+            cache.remember_source(key)
         return (k, v) if cache is None else cache.update(k, v)  # (B, H, T_cached + Tk, Dh)
 
     def _attend(
@@ -679,7 +715,15 @@ def tiled_attention(
     ``m``, the sum ``l`` of ``exp(score - m)`` and the weighted sum of values ``acc``. When a
     block raises the maximum to ``m'``, what was summed so far is rescaled by ``exp(m - m')``,
     so at the end ``acc / l`` is exactly ``softmax(Q K^T * scale) V`` (the "online softmax").
-    Extra memory: ``O(block_size^2)`` per step plus the output, linear in the length.
+
+    - Extra memory without autograd (``torch.no_grad`` / ``inference_mode``):
+      ``O(block_size^2)`` per step plus the output, linear in the length. Under autograd every
+      block's weights are saved for the backward pass, about as much as the explicit path
+      holds; FlashAttention avoids that by recomputing the blocks in the backward pass from
+      the saved per-row log-sum-exp, which this function does not do.
+    - float16 and bfloat16 inputs are computed in float32 (scores, ``m``, ``l`` and ``acc``,
+      as FlashAttention keeps them) and the result cast back, so the error is no worse than
+      :func:`scaled_dot_product_attention`'s.
 
     Args:
         q: ``(..., Tq, d_k)``.
@@ -693,24 +737,26 @@ def tiled_attention(
         scale: Multiplies the scores; defaults to ``1 / sqrt(d_k)``.
 
     Returns:
-        ``(..., Tq, d_v)``, equal to :func:`scaled_dot_product_attention` (a query with no key
-        to see gets zeros).
+        ``(..., Tq, d_v)`` in the dtype of ``q``, equal to :func:`scaled_dot_product_attention`
+        up to rounding (a query with no key to see gets zeros).
     """
     _check_sdpa_inputs(q, k, v, None, None, 0.0, scale)
     _checks.positive_int(block_size, "block_size")
     factor = q.shape[-1] ** -0.5 if scale is None else scale  # 1 / sqrt(d_k) by default
     q_len, k_len = q.shape[-2], k.shape[-2]
     offset = k_len - q_len  # causal: query i sees keys j <= i + offset
+    work = torch.float32 if q.dtype in _HALF else q.dtype  # half: accumulate in float32
     blocks = []
     for i in range(0, q_len, block_size):
-        q_blk = q[..., i : i + block_size, :] * factor  # (..., bq, d_k)
+        q_blk = q[..., i : i + block_size, :].to(work) * factor  # (..., bq, d_k)
         rows = q_blk.shape[-2]
-        row_max = q.new_full((*q_blk.shape[:-1], 1), NEG_INF)  # (..., bq, 1): m
-        row_sum = q.new_zeros((*q_blk.shape[:-1], 1))  # (..., bq, 1): l
-        acc = q.new_zeros((*q_blk.shape[:-1], v.shape[-1]))  # (..., bq, d_v): acc
+        row_max = q_blk.new_full((*q_blk.shape[:-1], 1), NEG_INF)  # (..., bq, 1): m
+        row_sum = q_blk.new_zeros((*q_blk.shape[:-1], 1))  # (..., bq, 1): l
+        acc = q_blk.new_zeros((*q_blk.shape[:-1], v.shape[-1]))  # (..., bq, d_v): acc
         stop = min(k_len, i + rows + offset) if causal else k_len  # later keys: all in the future
         for j in range(0, stop, block_size):
-            scores = q_blk @ k[..., j : j + block_size, :].transpose(-2, -1)  # (..., bq, bk)
+            k_blk = k[..., j : j + block_size, :].to(work)  # (..., bk, d_k)
+            scores = q_blk @ k_blk.transpose(-2, -1)  # (..., bq, bk)
             if causal:
                 query_pos = torch.arange(i, i + rows, device=q.device)[:, None] + offset
                 key_pos = torch.arange(j, j + scores.shape[-1], device=q.device)[None, :]
@@ -720,9 +766,10 @@ def tiled_attention(
             p = torch.exp(scores - ref)  # (..., bq, bk), unnormalised weights
             rescale = torch.exp(row_max - ref)  # (..., bq, 1): exp(m - m')
             row_sum = row_sum * rescale + p.sum(dim=-1, keepdim=True)
-            acc = acc * rescale + p @ v[..., j : j + block_size, :]  # (..., bq, d_v)
+            acc = acc * rescale + p @ v[..., j : j + block_size, :].to(work)  # (..., bq, d_v)
             row_max = new_max
-        blocks.append(acc / row_sum.masked_fill(row_sum == 0, 1.0))  # no key seen: 0 / 1 = 0
+        out = acc / row_sum.masked_fill(row_sum == 0, 1.0)  # no key seen: 0 / 1 = 0
+        blocks.append(out.to(q.dtype))  # (..., bq, d_v), back to the inputs' dtype
     return torch.cat(blocks, dim=-2)  # (..., Tq, d_v)
 
 

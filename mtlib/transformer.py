@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -374,24 +375,43 @@ class Transformer(nn.Module):
         *,
         src_mask: Tensor | None = None,
         tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
     ) -> Tensor:
         """Teacher-forced forward pass.
 
         Args:
             src: source token ids of shape (B, S).
             tgt: target input token ids of shape (B, T) (BOS + the target, shifted right).
-            src_mask: bool source mask broadcastable to (B, H, S, S), used by the encoder
-                and by cross-attention; default: from ``pad_id``.
+            src_mask: bool encoder self-attention mask broadcastable to (B, H, S, S); default:
+                from ``pad_id``. A padding mask with one query row, (B, 1, 1, S), also serves
+                as cross-attention's mask when ``memory_mask`` is None; a mask with a query
+                dimension (B, 1, S, S) does not, and needs ``memory_mask``.
             tgt_mask: bool decoder self-attention mask broadcastable to (B, H, T, T); default:
                 causal + target padding. (Pass an all-True mask to watch the future leak.)
+            memory_mask: bool cross-attention mask broadcastable to (B, H, T, S); default:
+                ``src_mask`` when it has one query row, else the source's padding mask.
 
         Returns:
             Logits of shape (B, T, tgt_vocab).
+
+        Raises:
+            ValueError: if ``src_mask`` has a query dimension and ``memory_mask`` is None (an
+                encoder's (S, S) structure would be applied to the decoder's T queries).
         """
         _checks.token_ids(src, "src", self.config.src_vocab)
-        src_mask = self.src_mask(src) if src_mask is None else src_mask
+        if src_mask is None:
+            src_mask = self.src_mask(src)
+        elif memory_mask is None and src_mask.dim() >= 2 and src_mask.shape[-2] > 1:
+            raise ValueError(
+                f"src_mask has shape {tuple(src_mask.shape)}: a query dimension of "
+                f"{src_mask.shape[-2]} is the encoder's (S, S) mask and cannot be used by "
+                "cross-attention, whose queries are the T target positions; pass memory_mask= "
+                f"broadcastable to (B, H, T={tgt.shape[-1]}, S={src.shape[-1]}), e.g. "
+                "model.src_mask(src) for the padding only"
+            )
+        memory_mask = src_mask if memory_mask is None else memory_mask
         memory = self.encode(src, src_mask=src_mask)  # (B, S, d_model)
-        return self.decode(tgt, memory, memory_mask=src_mask, tgt_mask=tgt_mask)
+        return self.decode(tgt, memory, memory_mask=memory_mask, tgt_mask=tgt_mask)
 
     #: The fields :meth:`from_torch` may set; every other field is fixed by the PyTorch model.
     FREE_FIELDS = ("max_len", "pad_id", "tie_embeddings", "share_embeddings")
@@ -438,10 +458,17 @@ class Transformer(nn.Module):
 
 
 def _check_decode_args(
-    model: Transformer, src: Tensor, bos_id: int, eos_id: int, max_len: int
+    model: Transformer, src: Tensor, bos_id: int, eos_id: int, max_len: int, caller: str
 ) -> None:
     if not isinstance(model, Transformer):
         raise TypeError(f"model must be an mtlib Transformer, got {type(model).__name__}")
+    if model.training and _has_dropout(model):
+        warnings.warn(
+            f"{caller}: the model is in training mode with dropout, so its output is random "
+            "(and usually worse); call model.eval() first",
+            UserWarning,
+            stacklevel=4,  # the caller of greedy_decode / beam_search (under torch.no_grad)
+        )
     _checks.token_ids(src, "src", model.config.src_vocab)
     vocab = model.config.tgt_vocab
     for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
@@ -455,6 +482,15 @@ def _check_decode_args(
         raise ValueError(
             f"max_len must be an int in [1, config.max_len={model.config.max_len}], got {max_len!r}"
         )
+
+
+def _has_dropout(model: nn.Module) -> bool:
+    """Whether any dropout of ``model`` is active in training mode (a probability above 0)."""
+    for module in model.modules():
+        p = module.p if isinstance(module, nn.Dropout) else getattr(module, "dropout", None)
+        if isinstance(p, float) and p > 0:
+            return True
+    return False
 
 
 def _forbid_pad(logits: Tensor, model: Transformer) -> Tensor:
@@ -483,7 +519,8 @@ def greedy_decode(
 ) -> Tensor:
     """Generate by always taking the most likely next token.
 
-    Call ``model.eval()`` first (dropout would make the result random). ``pad_id`` is never
+    Call ``model.eval()`` first: in training mode with dropout the result is random (a
+    ``UserWarning`` says so). ``pad_id`` is never
     generated; after a sequence emits ``eos_id`` it is padded with ``pad_id`` (or ``eos_id``
     if the config has none).
 
@@ -499,7 +536,7 @@ def greedy_decode(
     Returns:
         Token ids of shape (B, L), L <= max_len, starting with BOS.
     """
-    _check_decode_args(model, src, bos_id, eos_id, max_len)
+    _check_decode_args(model, src, bos_id, eos_id, max_len, "greedy_decode")
     fill = eos_id if model.config.pad_id is None else model.config.pad_id
     memory, memory_mask = model.encode(src), model.src_mask(src)  # (B, S, d), (B, 1, 1, S)
     ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
@@ -557,7 +594,7 @@ def beam_search(
     Returns:
         Token ids of shape (B, L), L <= max_len, starting with BOS, padded after EOS.
     """
-    _check_decode_args(model, src, bos_id, eos_id, max_len)
+    _check_decode_args(model, src, bos_id, eos_id, max_len, "beam_search")
     if beam_size < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}")
     batch, k = src.shape[0], beam_size

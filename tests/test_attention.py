@@ -601,10 +601,29 @@ def test_static_cache_for_cross_attention() -> None:
     outs = [mha(y[:, :2], memory, memory_v, cache=cache)[0]]
     k_before = cache.k
     assert cache.length == TK and cache.static
-    other = torch.zeros_like(memory)  # ignored once the cache is filled
-    outs.append(mha(y[:, 2:], other, torch.zeros_like(memory_v), cache=cache)[0])
+    outs.append(mha(y[:, 2:], memory[:, :], memory_v, cache=cache)[0])  # a view: the same memory
     assert cache.k is k_before
     close(torch.cat(outs, dim=1), full)
+
+
+def test_static_cache_refuses_another_memory() -> None:
+    """A filled cross-attention cache never serves the previous source's keys to a new one."""
+    mha = MultiHeadAttention(D, H, kdim=KDIM, vdim=VDIM).double().eval()
+    y = torch.randn(B, TQ, D, dtype=torch.float64)  # TQ != TK, D != KDIM != VDIM
+    memory, memory_v = torch.randn(B, TK, KDIM, dtype=torch.float64), torch.randn(B, TK, VDIM).double()
+    cache = KVCache(static=True)
+    mha(y[:, :1], memory, memory_v, cache=cache)
+    new_source = torch.randn(B, TK, KDIM, dtype=torch.float64)  # same shape, another batch
+    with pytest.raises(ValueError, match=r"filled from another memory of shape \(2, 7, 11\).*cache.reset\(\)"):
+        mha(y[:, 1:2], new_source, memory_v, cache=cache)
+    with pytest.raises(ValueError, match=r"memory of shape \(2, 4, 11\) passed now"):
+        mha(y[:, 1:2], memory[:, :4], memory_v[:, :4], cache=cache)  # another source length
+    mha(y[:, 1:2], memory.clone(), memory_v, cache=cache)  # a memory recomputed equal: accepted
+    cache.reset()  # then the new source is projected
+    out, _ = mha(y, new_source, memory_v, cache=cache)
+    close(out, mha(y, new_source, memory_v)[0])
+    branch = copy.copy(cache)  # a branch keeps the source it was filled from
+    close(mha(y, new_source, memory_v, cache=branch)[0], out)
 
 
 @pytest.mark.parametrize("fused", [True, False])

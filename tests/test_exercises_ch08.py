@@ -44,6 +44,15 @@ def float_shift(labels, bos_id):
     return good_shift(labels, bos_id).float()
 
 
+def literal_eos_dropped(labels, bos_id):  # "BOS y1 .. yn" read literally: EOS becomes a pad
+    out = good_shift(labels, bos_id)
+    return out.masked_fill(out == 2, 0)
+
+
+def hard_coded_bos(labels, bos_id):
+    return torch.cat([torch.ones_like(labels[:, :1]), labels[:, :-1]], dim=1)
+
+
 def test_correct_shifts_pass(capsys):
     exercises.check_shift_right(good_shift)
     exercises.check_shift_right(good_shift_roll)
@@ -58,6 +67,8 @@ def test_correct_shifts_pass(capsys):
         (bos_at_end, r"(?s)case 1 of 3 .*Hint: you appended BOS at the END"),
         (last_kept, r"(?s)case 1 of 3 .*Hint: you kept the last label"),
         (batch_dim, r"(?s)case 1 of 3 .*Hint: you shifted along the batch dimension"),
+        (literal_eos_dropped, r"(?s)case 1 of 3 .*Hint: you turned EOS into a pad"),
+        (hard_coded_bos, r"(?s)case 2 of 3 .*Hint: you hard-coded BOS as 1: use the bos_id argument"),
         (float_shift, r"(?s)case 1 of 3 .*expected token ids of dtype torch.int64"),
     ],
 )
@@ -136,6 +147,29 @@ def without_eos(step, *, bos_id, eos_id, max_len):
     return tokens[:-1] if tokens[-1] == eos_id else tokens
 
 
+def one_too_few(step, *, bos_id, eos_id, max_len):
+    tokens = [bos_id]
+    for _ in range(max_len - 2):  # max_len - 2 new tokens: one fewer than allowed
+        tokens.append(int(step(tokens).argmax()))
+        if tokens[-1] == eos_id:
+            break
+    return tokens
+
+
+def eos_forced(step, *, bos_id, eos_id, max_len):
+    tokens = good_greedy(step, bos_id=bos_id, eos_id=eos_id, max_len=max_len)
+    return tokens if tokens[-1] == eos_id else tokens[:-1] + [eos_id]
+
+
+def tensor_items(step, *, bos_id, eos_id, max_len):  # 0-d tensors instead of ints
+    tokens = [bos_id]
+    while len(tokens) < max_len:
+        tokens.append(step(tokens).argmax())
+        if tokens[-1] == eos_id:
+            break
+    return tokens
+
+
 def test_correct_greedy_passes(capsys):
     exercises.check_greedy_decode(good_greedy)
     exercises.check_greedy_decode(good_greedy_tensor)
@@ -147,7 +181,10 @@ def test_correct_greedy_passes(capsys):
     [
         (last_token_only, r"(?s)case 1 of 3 .*Hint: you pass only the last token"),
         (no_stop, r"(?s)case 1 of 3 .*Hint: you keep going after EOS"),
-        (one_too_many, r"(?s)case 2 of 3 .*Hint: max_len counts every token including BOS"),
+        (one_too_many, r"(?s)case 2 of 3 .*Hint: max_len counts every token including BOS: one token too many"),
+        (one_too_few, r"(?s)case 2 of 3 .*Hint: max_len counts every token including BOS: one token too few"),
+        (eos_forced, r"(?s)case 2 of 3 .*Hint: you put EOS in the last slot"),
+        (tensor_items, r"(?s)case 1 of 3 .*holding tensors\nHint: convert each token with int"),
         (without_bos, r"(?s)case 1 of 3 .*Hint: return the sequence with BOS first"),
         (without_eos, r"(?s)case 1 of 3 .*Hint: keep the EOS"),
     ],
@@ -203,6 +240,12 @@ def log_of_softmax(logits, targets, epsilon):  # stable softmax, but log(0) wher
     return -(q * logits.softmax(-1).log()).sum(-1).mean()
 
 
+def kl_divergence(logits, targets, epsilon):  # the Annotated Transformer's KLDivLoss form
+    q = torch.full_like(logits, epsilon / logits.shape[-1])
+    q[torch.arange(len(targets)), targets] += 1 - epsilon
+    return F.kl_div(logits.log_softmax(-1), q, reduction="batchmean")
+
+
 def test_correct_smoothing_passes(capsys):
     exercises.check_label_smoothing_loss(good_smoothing)
     exercises.check_label_smoothing_loss(good_smoothing_torch)
@@ -216,6 +259,7 @@ def test_correct_smoothing_passes(capsys):
         (no_smoothing, r"(?s)case 1 of 3 .*Hint: your loss ignores epsilon"),
         (summed, r"(?s)case 1 of 3 .*Hint: you return the sum over rows"),
         (scaled_only, r"(?s)case 1 of 3 .*Hint: you scaled the cross-entropy"),
+        (kl_divergence, r"(?s)case 1 of 3 .*Hint: your loss is the cross-entropy minus a constant"),
         (naive_log_softmax, r"(?s)case 3 of 3 .*NaN"),
         (log_of_softmax, r"(?s)case 3 of 3 .*NaN or inf.*log_softmax"),
     ],

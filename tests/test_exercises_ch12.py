@@ -12,15 +12,35 @@ from mtlib import exercises
 
 def good_merge(m_a, l_a, acc_a, m_b, l_b, acc_b):
     m = torch.maximum(m_a, m_b)
-    a, b = torch.exp(m_a - m), torch.exp(m_b - m)
+    ref = torch.where(m == float("-inf"), 0.0, m)  # no key in either block: avoid -inf - -inf
+    a, b = torch.exp(m_a - ref), torch.exp(m_b - ref)
     return m, l_a * a + l_b * b, acc_a * a + acc_b * b
 
 
 def good_merge_logsumexp(m_a, l_a, acc_a, m_b, l_b, acc_b):  # a variant: stack and reduce
     ms = torch.stack([m_a, m_b])  # (2, ..., 1)
     m = ms.amax(dim=0)
-    w = torch.exp(ms - m)  # (2, ..., 1)
+    w = torch.exp(ms - m.nan_to_num(neginf=0.0))  # (2, ..., 1)
     return m, (w * torch.stack([l_a, l_b])).sum(0), (w * torch.stack([acc_a, acc_b])).sum(0)
+
+
+def naive_merge(m_a, l_a, acc_a, m_b, l_b, acc_b):  # right, except where both blocks are empty
+    m = torch.maximum(m_a, m_b)
+    a, b = torch.exp(m_a - m), torch.exp(m_b - m)
+    return m, l_a * a + l_b * b, acc_a * a + acc_b * b
+
+
+def max_over_rows(m_a, l_a, acc_a, m_b, l_b, acc_b):  # one maximum for every row: m is wrong
+    m = torch.maximum(m_a, m_b).amax(dim=tuple(range(m_a.dim())), keepdim=True).expand_as(m_a)
+    a, b = torch.exp(m_a - m), torch.exp(m_b - m)
+    return m, l_a * a + l_b * b, acc_a * a + acc_b * b
+
+
+def l_weighted_acc(m_a, l_a, acc_a, m_b, l_b, acc_b):  # accs weighted by l, as if averages
+    m, length, _ = good_merge(m_a, l_a, acc_a, m_b, l_b, acc_b)
+    ref = torch.where(m == float("-inf"), 0.0, m)
+    a, b = l_a * torch.exp(m_a - ref), l_b * torch.exp(m_b - ref)
+    return m, length, acc_a * a + acc_b * b
 
 
 def no_rescale(m_a, l_a, acc_a, m_b, l_b, acc_b):
@@ -57,7 +77,7 @@ def normalised(m_a, l_a, acc_a, m_b, l_b, acc_b):  # returns acc / l instead of 
 def test_online_softmax_correct_answers_pass(capsys):
     exercises.check_online_softmax(good_merge)
     exercises.check_online_softmax(good_merge_logsumexp)
-    assert capsys.readouterr().out.count("check_online_softmax: all 4 cases passed.") == 2
+    assert capsys.readouterr().out.count("check_online_softmax: all 5 cases passed.") == 2
 
 
 @pytest.mark.parametrize(
@@ -68,7 +88,15 @@ def test_online_softmax_correct_answers_pass(capsys):
         (acc_only, "l needs the same rescale as acc"),
         (last_max, "m must be the larger of the two maxima"),
         (first_only, "rescale the second block too"),
-        (normalised, "values differ"),
+        (normalised, "your acc is off"),
+        (
+            naive_merge,
+            "case 5 of 5 (row 1 saw no key in either block (m = -inf in both)): your l is NaN",
+        ),
+        (naive_merge, "-inf - (-inf) is NaN"),
+        (max_over_rows, "your m is off"),
+        (max_over_rows, "the larger of m_a and m_b, row by row"),
+        (l_weighted_acc, "your acc is off"),
         (lambda *s: s[0], "return a tuple of three tensors"),
     ],
 )
@@ -102,7 +130,27 @@ def test_online_softmax_merge_gives_the_exact_softmax():
 def good_append(buffer, length, new):
     end = length + new.shape[2]
     if end > buffer.shape[2]:
-        bigger = torch.empty(*buffer.shape[:2], 2 * end, buffer.shape[3])
+        bigger = buffer.new_empty(*buffer.shape[:2], 2 * end, buffer.shape[3])
+        bigger[:, :, :length] = buffer[:, :, :length]
+        buffer = bigger
+    buffer[:, :, length:end] = new
+    return buffer
+
+
+def append_default_dtype(buffer, length, new):  # torch.empty without dtype= / device=
+    end = length + new.shape[2]
+    if end > buffer.shape[2]:
+        bigger = torch.empty(*buffer.shape[:2], 2 * end, buffer.shape[3])  # float32, on the CPU
+        bigger[:, :, :length] = buffer[:, :, :length]
+        buffer = bigger
+    buffer[:, :, length:end] = new
+    return buffer
+
+
+def append_grows_when_full(buffer, length, new):  # off by one: grows when exactly full
+    end = length + new.shape[2]
+    if end >= buffer.shape[2]:
+        bigger = buffer.new_empty(*buffer.shape[:2], 2 * end, buffer.shape[3])
         bigger[:, :, :length] = buffer[:, :, :length]
         buffer = bigger
     buffer[:, :, length:end] = new
@@ -132,7 +180,7 @@ def append_by_cat(buffer, length, new):
 def append_fixed_growth(buffer, length, new):
     end = length + new.shape[2]
     if end > buffer.shape[2]:
-        bigger = torch.empty(*buffer.shape[:2], buffer.shape[2] + 16, buffer.shape[3])
+        bigger = buffer.new_empty(*buffer.shape[:2], buffer.shape[2] + 16, buffer.shape[3])
         bigger[:, :, :length] = buffer[:, :, :length]
         buffer = bigger
     buffer[:, :, length:end] = new
@@ -142,7 +190,7 @@ def append_fixed_growth(buffer, length, new):
 def append_no_copy(buffer, length, new):
     end = length + new.shape[2]
     if end > buffer.shape[2]:
-        buffer = torch.zeros(*buffer.shape[:2], 2 * end, buffer.shape[3])
+        buffer = buffer.new_zeros(*buffer.shape[:2], 2 * end, buffer.shape[3])
     buffer[:, :, length:end] = new
     return buffer
 
@@ -170,6 +218,13 @@ def test_kv_cache_append_correct_answers_pass(capsys):
         (append_no_copy, "copy the old positions into it first"),
         (append_one_late, "the new keys are not at positions [length, length + T_new)"),
         (append_returns_view, "return the whole buffer, not its filled part"),
+        (append_default_dtype, "the buffer you returned is torch.float32 on cpu"),
+        (append_default_dtype, "allocate the bigger buffer like the old one"),
+        (
+            append_grows_when_full,
+            "step 2 of 91 (length 3, appending 1): a new buffer was allocated",
+        ),
+        (append_grows_when_full, "(it was exactly full)"),
         (lambda b, n, x: x.tolist(), "expected the buffer (a torch.Tensor)"),
     ],
 )

@@ -59,6 +59,10 @@ def drop_last_row(x):  # the wrong row of the padded buffer dropped
     return padded[..., :-1, :].reshape(*lead, t, k)
 
 
+def float32_shift(x):  # the right shift, computed in float32
+    return shift_by_padding(x.float())
+
+
 def test_rel_shift_correct_answers_pass(capsys):
     exercises.check_rel_shift(shift_by_padding)
     exercises.check_rel_shift(shift_by_gather)
@@ -74,6 +78,7 @@ def test_rel_shift_correct_answers_pass(capsys):
         (off_by_one, "off by one"),
         (pad_right, "the zero column goes on the LEFT"),
         (drop_last_row, "drop its FIRST row"),
+        (float32_shift, "right only to float32 precision"),
         (lambda x: x, "case 1 of 3"),
         (lambda x: x[..., :-1], "expected output shape"),
     ],
@@ -128,6 +133,19 @@ def none_at_zero(mem, hidden, mem_len):
     return update(mem, hidden, mem_len) if mem_len else None
 
 
+def detached_in_place(mem, hidden, mem_len):  # the caller's hidden leaves the graph
+    both = torch.cat([mem, hidden.detach_()], dim=1)
+    return both[:, max(0, both.shape[1] - mem_len) :]
+
+
+def writes_into_mem(mem, hidden, mem_len):  # reuses the old buffer when the sizes match
+    new = update(mem, hidden, mem_len)
+    if new.shape == mem.shape:
+        mem.copy_(new)
+        return mem
+    return new
+
+
 def test_update_memory_correct_answers_pass(capsys):
     exercises.check_update_memory(update)
     exercises.check_update_memory(update_variant)
@@ -144,6 +162,8 @@ def test_update_memory_correct_answers_pass(capsys):
         (segment_only, "you returned only the current segment"),
         (wrong_order, "concatenate memory first"),
         (none_at_zero, "an empty (B, 0, d) tensor, not None"),
+        (detached_in_place, "took the caller's hidden out of the graph"),
+        (writes_into_mem, "wrote into mem"),
         (lambda mem, hidden, mem_len: [1], "expected a torch.Tensor"),
     ],
 )
@@ -160,3 +180,11 @@ def test_a_stub_is_reported_without_a_traceback():
         exercises.check_update_memory(stub)
     with pytest.raises(exercises.CheckFailed, match="NotImplementedError"):
         exercises.check_rel_shift(lambda x: stub(x, x, 0))
+
+
+def test_the_generic_rel_shift_hint_is_not_the_solution():
+    """The generic hint gave the gather formula itself (review of ch. 15): it now points at a test."""
+    with pytest.raises(exercises.CheckFailed) as failure:
+        exercises.check_rel_shift(lambda x: x.flip(-1))
+    message = str(failure.value)
+    assert "own distances" in message and "K - 1 - (i + M - j)" not in message

@@ -258,3 +258,62 @@ def test_a_mask_that_sees_later_keys_is_refused_naming_mask() -> None:
         attn(context[:, k - t :], context, r=r, mask=full)
     with torch.no_grad():  # without the position term nothing is junk: the layer allows it
         attn(context[:, k - t :], context, r=None, mask=full)
+
+
+def _reach(model: TransformerXL, n_segments: int) -> int:
+    """Largest k such that changing the token k places before the last one changes its logits."""
+    t = model.config.seg_len
+    idx = torch.randint(0, 13, (1, n_segments * t), generator=torch.Generator().manual_seed(6))
+
+    def last(ids: torch.Tensor) -> torch.Tensor:
+        mems = None
+        for s in range(0, ids.shape[1], t):
+            logits, mems = model(ids[:, s : s + t], mems)
+        return logits[0, -1]
+
+    with torch.no_grad():
+        base, reach = last(idx), 0
+        for k in range(1, idx.shape[1]):
+            other = idx.clone()
+            other[0, -1 - k] = (other[0, -1 - k] + 1) % 13
+            if (last(other) - base).abs().max() > 0:
+                reach = k
+    return reach
+
+
+@pytest.mark.parametrize(
+    ("layers", "seg", "mem", "expected"),
+    [(2, 4, 4, 11), (2, 4, 6, 17), (3, 4, 6, 25), (2, 4, 5, 16), (3, 4, 2, 13), (2, 3, 7, 18)],
+)
+def test_reach_is_t_minus_1_plus_t_mem_plus_whole_segments_per_further_layer(
+    layers: int, seg: int, mem: int, expected: int
+) -> None:
+    """Reach = T - 1 + T_mem + (L - 1) T ceil(T_mem / T); T - 1 + L T_mem only when T divides T_mem
+    (review of ch. 15: T=4, T_mem=6, L=2 reaches 17, not 15)."""
+    formula = seg - 1 + mem + (layers - 1) * seg * -(-mem // seg)
+    assert formula == expected
+    model = _model(num_layers=layers, seg_len=seg, mem_len=mem)
+    assert _reach(model, n_segments=expected // seg + 3) == expected
+
+
+def test_mems_of_another_dtype_or_device_are_refused_naming_mems() -> None:
+    """float32 memories into a float64 model failed deep in LayerNorm without naming ``mems``."""
+    model = _model()
+    idx = torch.randint(0, 13, (3, 4), generator=torch.Generator().manual_seed(7))  # B=3, T=4
+    good = [torch.zeros(3, 6, 18), torch.zeros(3, 6, 18)]  # M = 6 != T
+    with torch.no_grad():
+        model(idx, good)
+        with pytest.raises(
+            ValueError, match=r"mems\[1\] must have the model's dtype torch.float32"
+        ):
+            model(idx, [good[0], good[1].double()])
+        with pytest.raises(
+            ValueError, match=r"mems\[0\] must have the model's dtype .* device cpu"
+        ):
+            model(idx, [torch.zeros(3, 6, 18, device="meta"), good[1]])
+        model.double()
+        with pytest.raises(
+            ValueError, match=r"mems\[0\] must have the model's dtype torch.float64"
+        ):
+            model(idx, good)
+        model(idx, [m.double() for m in good])

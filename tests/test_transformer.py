@@ -507,3 +507,59 @@ def test_from_torch_overrides_only_free_fields() -> None:
             Transformer.from_torch(ref, src_vocab=13, tgt_vocab=13, **{field: value})
     with pytest.raises(TypeError, match=r"positional argument"):  # vocabularies are keyword-only
         Transformer.from_torch(ref, 13, 13)
+
+
+# ---------------------------------------------------------------------------- misuse traps
+
+
+def test_forward_memory_mask_is_separate_from_the_encoder_mask() -> None:
+    """A (B, 1, S, S) encoder mask is never silently reused as cross-attention's mask."""
+    model = make_model()
+    src, tgt = tokens(3, 7, 11, lengths=[7, 5, 3]), tokens(3, 6, 13)  # S = 7 != T = 6
+    offsets = torch.arange(7)[:, None] - torch.arange(7)[None, :]  # (S, S): i - j
+    band = offsets.abs() <= 2  # (S, S): each source position sees its neighbours within 2
+    encoder_mask = band[None, None] & model.src_mask(src)  # (B, 1, S, S): a banded encoder
+    with pytest.raises(ValueError, match=r"src_mask has shape \(3, 1, 7, 7\).*pass memory_mask="):
+        model(src, tgt, src_mask=encoder_mask)
+    square = tokens(3, 7, 13)  # T = S: the trap used to run silently
+    with pytest.raises(ValueError, match="memory_mask"):
+        model(src, square, src_mask=encoder_mask)
+    got = model(src, tgt, src_mask=encoder_mask, memory_mask=model.src_mask(src))
+    memory = model.encode(src, src_mask=encoder_mask)  # (B, S, d_model)
+    close(got, model.decode(tgt, memory, memory_mask=model.src_mask(src)))
+    assert not torch.allclose(got, model(src, tgt), atol=1e-4)  # the band changed the encoder
+    only_first = torch.zeros(3, 1, 6, 7, dtype=torch.bool)  # a (B, 1, T, S) cross-attention mask
+    only_first[..., 0] = True
+    with torch.no_grad():
+        expected = model.decode(tgt, model.encode(src), memory_mask=only_first)  # padding-masked encoder
+    close(model(src, tgt, memory_mask=only_first), expected)
+
+
+def test_reused_decoder_cache_refuses_a_new_source() -> None:
+    model = make_model()
+    first, second = tokens(2, 7, 11), tokens(2, 7, 11)  # same shape, other sources
+    tgt = torch.full((2, 1), BOS)
+    cache = model.new_cache()
+    model.decode(tgt, model.encode(first), cache=cache)
+    for layer_cache in cache:
+        layer_cache.self_attn.reset()  # resetting only the self-attention part is the trap
+    with pytest.raises(ValueError, match=r"static\) cache was filled from .*call cache.reset\(\)"):
+        model.decode(tgt, model.encode(second), cache=cache)
+    for layer_cache in cache:
+        layer_cache.reset()
+    memory = model.encode(second)
+    close(model.decode(tgt, memory, cache=cache), model.decode(tgt, memory))
+
+
+def test_decoding_in_training_mode_with_dropout_warns() -> None:
+    model = make_model(dropout=0.1).train()
+    src = tokens(2, 7, 11)
+    for decode in (greedy_decode, beam_search):
+        with pytest.warns(UserWarning, match=rf"{decode.__name__}: the model is in training mode"):
+            decode(model, src, bos_id=BOS, eos_id=EOS, max_len=5)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        greedy_decode(model.eval(), src, bos_id=BOS, eos_id=EOS, max_len=5)  # eval: no warning
+        greedy_decode(make_model().train(), src, bos_id=BOS, eos_id=EOS, max_len=5)  # no dropout

@@ -105,3 +105,21 @@ def test_script_reproduces_the_checkpoint(tmp_path, checkpoint):
     _, again = txl.load_checkpoint(out)
     for key, run in report["runs"].items():
         assert abs(again["runs"][key]["val"] - run["val"]) < 1e-3, key
+
+
+def test_train_model_trains_a_model_it_is_given(checkpoint):
+    """Exercise 4 trains its own TransformerXL (other positions) with the chapter's loop."""
+    _, report = checkpoint
+    settings = txl.TrainSettings(**report["settings"]["copy"])
+    config = txl.model_config("copy", "xl", int(txl.task_data("copy")["vocab"]))
+    torch.manual_seed(0)
+    mine = TransformerXL(config)
+    before = [p.detach().clone() for p in mine.parameters()]
+    model, history = txl.train_model("copy", "xl", settings, seed=0, steps=3, model=mine)
+    assert model is mine and len(history.loss) == 3
+    assert any(not torch.equal(a, p) for a, p in zip(before, mine.parameters(), strict=True))
+    # the same seed with the model built inside: the same run
+    _, built = txl.train_model("copy", "xl", settings, seed=0, steps=3)
+    assert built.loss == history.loss
+    with pytest.raises(ValueError, match="vocab_size"):
+        txl.train_model("text", "xl", settings, seed=0, steps=1, model=mine)

@@ -94,3 +94,32 @@ def test_script_reproduces_the_checkpoint_within_its_seed_spread(tmp_path, check
         spread = [report["runs"][f"{kind}/{s}"]["greedy"]["exact"] for s in (0, 1, 2)]
         got = again["runs"][f"{kind}/0"]["greedy"]["exact"]
         assert min(spread) - 0.01 <= got <= max(spread) + 0.01, (kind, got, spread)
+
+
+def test_by_length_counts_numbers_and_errors_per_number_of_digits():
+    numbers = torch.tensor([7, 40, 305, 999, 1000, 40519, 123456])
+    wrong = torch.tensor([False, True, True, False, False, True, True])
+    table = tr.by_length(numbers, wrong)
+    assert table == {1: {"n": 1, "wrong": 0}, 2: {"n": 1, "wrong": 1}, 3: {"n": 2, "wrong": 1},
+                     4: {"n": 1, "wrong": 0}, 5: {"n": 1, "wrong": 1}, 6: {"n": 1, "wrong": 1}}  # fmt: skip
+
+
+def test_checkpoint_reports_every_run_by_length(checkpoint):
+    _, report = checkpoint
+    for key, run in report["runs"].items():
+        table = run["by_length"]
+        assert sum(row["n"] for row in table.values()) == report["all_heldout_n"], key
+        wrong = sum(row["wrong"] for row in table.values())
+        assert abs(wrong / report["all_heldout_n"] - (1 - run["all_heldout"]["exact"])) < 1e-4, key
+
+
+def test_train_model_takes_a_batch_function():
+    config = tr.model_config(d_model=32, num_encoder_layers=1, num_decoder_layers=1, d_ff=64)
+    seen = []
+
+    def batches(step):
+        seen.append(step)
+        return encode_numbers(torch.tensor([12, 345]))
+
+    _, history = tr.train_model(tr.debug_settings(), seed=0, config=config, steps=3, batches=batches)
+    assert seen == [0, 1, 2] and len(history.loss) == 3

@@ -118,13 +118,15 @@ def _check(
     cases: Sequence[_Case],
     reference: Callable[..., torch.Tensor],
     atol: float = 1e-5,
-    mistakes: dict[str, Callable[..., torch.Tensor]] | None = None,
+    mistakes: dict[str, Callable[..., torch.Tensor]] | Sequence[tuple[str, Callable[..., torch.Tensor]]] | None = None,
 ) -> None:
     """Run ``fn`` on every case and compare with ``reference``; raise on the first failure.
 
-    ``mistakes`` maps a hint to a function computing the output of a known mistake: when the
+    ``mistakes`` maps a hint to a function computing the output of a known mistake (or lists
+    ``(hint, function)`` pairs, where several mistakes share a hint): when the
     learner's output equals it (and the mistake differs from the reference on that case), that
-    hint is shown instead of the case's generic one.
+    hint is shown instead of the case's generic one. A mistake that raises on a case's shapes
+    is skipped there.
     """
     if not callable(fn):
         raise TypeError(f"{checker} takes your function, got {_describe(fn)}")
@@ -133,8 +135,12 @@ def _check(
         got = _call(checker, where, fn, case)
         expected = reference(*case.args, **case.kwargs)
         if isinstance(got, torch.Tensor) and got.shape == expected.shape and got.is_floating_point():
-            for hint, mistake in (mistakes or {}).items():
-                wrong = mistake(*case.args, **case.kwargs)
+            known = mistakes.items() if isinstance(mistakes, dict) else (mistakes or ())
+            for hint, mistake in known:
+                try:
+                    wrong = mistake(*case.args, **case.kwargs)
+                except RuntimeError:  # the mistake cannot even run on this case's shapes
+                    continue
                 differs = not torch.allclose(wrong, expected, atol=atol, rtol=0, equal_nan=True)
                 if differs and torch.allclose(got.detach().double(), wrong, atol=atol, rtol=0, equal_nan=True):
                     raise _fail(checker, where, "your output equals a known mistake", hint)

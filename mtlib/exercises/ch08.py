@@ -35,6 +35,9 @@ def _match_mistake(got: torch.Tensor, expected: torch.Tensor, mistakes: Sequence
 # --------------------------------------------------------------------------------------------
 
 
+_EOS = 2  # the end token in check_shift_right's cases
+
+
 def _shift_right(labels: torch.Tensor, bos_id: int) -> torch.Tensor:
     bos = torch.full_like(labels[:, :1], bos_id)  # (B, 1)
     return torch.cat([bos, labels[:, :-1]], dim=1)  # (B, T)
@@ -44,10 +47,11 @@ def check_shift_right(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
     """Check ``fn(labels, bos_id)``: the decoder's input for teacher forcing.
 
     ``labels`` is a long tensor ``(B, T)``, each row ``y1 .. yn EOS`` right-padded with 0; the
-    result is ``(B, T)``: ``BOS y1 .. yn`` (and the pads), i.e. BOS prepended and the last
-    column dropped, so that position t reads ``y_{t-1}`` and is trained to predict ``y_t``.
-    Recognised mistakes: the labels unchanged, a shift to the left, BOS appended at the end,
-    the batch dimension shifted, the last column kept (shape ``(B, T + 1)``).
+    result is ``(B, T)``: BOS, then the labels without their last column, so that position t
+    reads label t-1 and is trained to predict label t (a shorter row keeps its EOS in the
+    input, where the label is a pad). Recognised mistakes: the labels unchanged, a shift to
+    the left, BOS appended at the end, the batch dimension shifted, the last column kept
+    (shape ``(B, T + 1)``), BOS hard-coded as 1, EOS turned into a pad.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -58,8 +62,10 @@ def check_shift_right(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
     first = torch.tensor([[7, 8, 9, 2, 0], [5, 2, 0, 0, 0], [6, 6, 4, 3, 2]])  # (3, 5), EOS = 2
     cases = [
         _Case("3 rows of 5 labels, BOS = 1", (first, 1), hint="position 0 reads BOS; position t reads label t-1"),
-        _Case("2 rows of 7 labels, BOS = 11", (torch.tensor([[3, 4, 5, 6, 7, 8, 2], [9, 10, 2, 0, 0, 0, 0]]), 11)),
-        _Case("1 row of 3 labels, BOS = 1", (torch.tensor([[4, 5, 2]]), 1)),
+        _Case("2 rows of 7 labels, BOS = 11", (torch.tensor([[3, 4, 5, 6, 7, 8, 2], [9, 10, 2, 0, 0, 0, 0]]), 11),
+              hint="use the bos_id argument (11 here), not a constant; position t reads label t-1"),
+        _Case("1 row of 3 labels, BOS = 1", (torch.tensor([[4, 5, 2]]), 1),
+              hint="the same rule for any batch size and length: shift along dim=1"),
     ]
     for number, case in enumerate(cases, start=1):
         where = f"case {number} of {len(cases)} ({case.description})"
@@ -85,6 +91,10 @@ def check_shift_right(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
              "(the last label, EOS or a pad, is never an input)", torch.cat([bos, labels], dim=1)),
             ("you shifted along the batch dimension (rows): shift along the time dimension, dim=1",
              torch.cat([torch.full_like(labels[:1], bos_id), labels[:-1]], dim=0)),
+            ("you hard-coded BOS as 1: use the bos_id argument", torch.cat([torch.ones_like(bos), labels[:, :-1]], dim=1)),
+            ("you turned EOS into a pad: the input is simply BOS, then the labels without their last "
+             "column, so a shorter row keeps its EOS (harmless: the label at that position is a pad)",
+             expected.masked_fill(expected == _EOS, 0)),
         ]  # fmt: skip
         hint = _match_mistake(got, expected, mistakes)
         if hint is not None:
@@ -131,7 +141,8 @@ class _ToyStep:
 
 def _greedy(step: Callable[[list[int]], torch.Tensor], bos_id: int, eos_id: int, max_len: int,
             *, last_only: bool = False, keep_going: bool = False, extra: int = 0,
-            drop_bos: bool = False, drop_eos: bool = False, argmin: bool = False) -> list[int]:  # fmt: skip
+            drop_bos: bool = False, drop_eos: bool = False, argmin: bool = False,
+            force_eos: bool = False) -> list[int]:  # fmt: skip
     tokens = [bos_id]
     while len(tokens) < max_len + extra:
         scores = step(tokens[-1:] if last_only else list(tokens))
@@ -139,6 +150,8 @@ def _greedy(step: Callable[[list[int]], torch.Tensor], bos_id: int, eos_id: int,
         tokens.append(token)
         if token == eos_id and not keep_going:
             break
+    if force_eos and tokens[-1] != eos_id:
+        tokens[-1] = eos_id  # the last slot forced to EOS at max_len
     if drop_eos and tokens[-1] == eos_id:
         tokens = tokens[:-1]
     return tokens[1:] if drop_bos else tokens
@@ -152,7 +165,8 @@ def check_greedy_decode(fn: Callable[..., Any]) -> None:
     it appends ``eos_id`` or the sequence holds ``max_len`` tokens (BOS included, like
     :func:`mtlib.transformer.greedy_decode`), and returns the tokens (a list of ints or a 1-D
     tensor), BOS and EOS included. Recognised mistakes: feeding only the last token, not
-    stopping at EOS, ``max_len`` off by one, BOS or EOS left out, argmin.
+    stopping at EOS, ``max_len`` off by one (either way), EOS forced at ``max_len``, BOS or EOS
+    left out, argmin, 0-d tensors instead of ints.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -165,15 +179,20 @@ def check_greedy_decode(fn: Callable[..., Any]) -> None:
         ("vocabulary 6, no EOS before max_len 5", 6, 0, 3, 5, None),
         ("vocabulary 13, EOS at the very end (prefix of 6), max_len 7", 13, 1, 2, 7, 6),
     ]
-    mistakes = {
-        "last_only": "you pass only the last token to step: the model needs the whole prefix "
-        "(without a KV cache, step sees all tokens so far)",
-        "keep_going": "you keep going after EOS: stop as soon as you append eos_id",
-        "extra": "max_len counts every token including BOS: stop when the sequence holds max_len tokens",
-        "drop_bos": "return the sequence with BOS first (like mtlib's greedy_decode)",
-        "drop_eos": "keep the EOS you appended at the end of the sequence",
-        "argmin": "greedy takes the HIGHEST score (argmax)",
-    }
+    mistakes = [
+        ({"last_only": True}, "you pass only the last token to step: the model needs the whole prefix "
+         "(without a KV cache, step sees all tokens so far)"),
+        ({"keep_going": True}, "you keep going after EOS: stop as soon as you append eos_id"),
+        ({"extra": 1}, "max_len counts every token including BOS: one token too many, stop when "
+         "the sequence holds max_len tokens"),
+        ({"extra": -1}, "max_len counts every token including BOS: one token too few, a sequence "
+         "without EOS stops when it holds max_len tokens, not max_len - 1"),
+        ({"force_eos": True}, "you put EOS in the last slot: a sequence that reaches max_len ends "
+         "without EOS (the model never chose it; mtlib's greedy_decode leaves it unfinished)"),
+        ({"drop_bos": True}, "return the sequence with BOS first (like mtlib's greedy_decode)"),
+        ({"drop_eos": True}, "keep the EOS you appended at the end of the sequence"),
+        ({"argmin": True}, "greedy takes the HIGHEST score (argmax)"),
+    ]
     for number, (description, vocab, bos, eos, max_len, eos_after) in enumerate(cases, start=1):
         where = f"case {number} of {len(cases)} ({description})"
         step = _ToyStep(vocab, eos, eos_after)
@@ -184,6 +203,9 @@ def check_greedy_decode(fn: Callable[..., Any]) -> None:
                 raise _fail(checker, where, f"expected a 1-D sequence, got shape {tuple(got.shape)}",
                             "return the tokens of one sequence, e.g. a list of ints")  # fmt: skip
             got = got.tolist()
+        if isinstance(got, (list, tuple)) and any(isinstance(t, torch.Tensor) for t in got):
+            raise _fail(checker, where, "expected a list of ints, got a list holding tensors",
+                        "convert each token with int(...) before appending it")  # fmt: skip
         if not isinstance(got, (list, tuple)) or not all(isinstance(t, int) for t in got):
             raise _fail(checker, where, f"expected a list of ints, got {_describe(got)}",
                         "return the tokens, e.g. [bos_id, 5, 7, eos_id]")  # fmt: skip
@@ -195,8 +217,7 @@ def check_greedy_decode(fn: Callable[..., Any]) -> None:
                 raise _fail(checker, where, f"step was called {step.calls} times for "
                             f"{len(expected) - 1} new tokens", "call step once per new token")  # fmt: skip
             continue
-        for flag, hint in mistakes.items():
-            kwargs = {flag: 1 if flag == "extra" else True}
+        for kwargs, hint in mistakes:
             wrong = _greedy(_ToyStep(vocab, eos, eos_after), bos, eos, max_len, **kwargs)  # type: ignore[arg-type]
             if wrong != expected and got == wrong:
                 raise _fail(checker, where, "your output equals a known mistake", hint)
@@ -214,6 +235,13 @@ def _smoothed_loss(logits: torch.Tensor, targets: torch.Tensor, epsilon: float) 
     return F.cross_entropy(logits.double(), targets, label_smoothing=epsilon)
 
 
+def _target_entropy(epsilon: float, vocab: int) -> float:
+    """H(q) of the smoothed target (the same for every row): the cross-entropy's minimum."""
+    q = torch.full((vocab,), epsilon / vocab, dtype=torch.float64)
+    q[0] += 1 - epsilon
+    return float(-(q * q.clamp_min(1e-300).log()).sum())
+
+
 def check_label_smoothing_loss(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]) -> None:
     """Check ``fn(logits, targets, epsilon)``: the label-smoothed cross-entropy, averaged.
 
@@ -229,8 +257,9 @@ def check_label_smoothing_loss(fn: Callable[[torch.Tensor, torch.Tensor, float],
     """
     checker = "check_label_smoothing_loss"
     g = torch.Generator().manual_seed(8)
-    hint = ("q = (1 - epsilon) * one_hot + epsilon / V over all V classes; loss = mean over rows "
-            "of -(q * log_softmax(logits)).sum(-1); use log_softmax, not log(softmax), for large logits")  # fmt: skip
+    hint = ("check your target q against section 8.3 (each row sums to 1; the true class gets "
+            "1 - epsilon + epsilon / V), average over the rows, and take log-probabilities with "
+            "log_softmax (log(softmax) underflows for large logits)")  # fmt: skip
     cases = [
         _Case("N=4 rows, V=7 classes, epsilon=0.1", (torch.randn(4, 7, generator=g), torch.tensor([0, 6, 3, 3]), 0.1), hint=hint),
         _Case("N=3, V=5, epsilon=0 (plain cross-entropy)", (torch.randn(3, 5, generator=g) * 3, torch.tensor([4, 1, 0]), 0.0), hint=hint),
@@ -254,6 +283,10 @@ def check_label_smoothing_loss(fn: Callable[[torch.Tensor, torch.Tensor, float],
             ("you return the sum over rows; average over the N rows", F.cross_entropy(logits.double(), targets, label_smoothing=eps, reduction="sum")),
             ("you scaled the cross-entropy by (1 - epsilon) but forgot the uniform part "
              "epsilon * mean_k(-log p_k)", ((1 - eps) * nll).mean()),
+            ("your loss is the cross-entropy minus a constant: which one? (It is the KL divergence, "
+             "as nn.KLDivLoss computes it in the Annotated Transformer; its minimum is 0.) The book "
+             "wants the cross-entropy, whose minimum is the floor of section 8.3",
+             _smoothed_loss(logits, targets, eps) - _target_entropy(eps, v)),
         ]  # fmt: skip
         expected = _smoothed_loss(logits, targets, eps)
         for message, wrong in mistakes:

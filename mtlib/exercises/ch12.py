@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from mtlib.exercises._core import CheckFailed, _Case, _check, _describe, _fail, _learner_line
+from mtlib.exercises._core import CheckFailed, _call, _Case, _describe, _fail, _learner_line
 
 __all__ = ["check_kv_cache_append", "check_online_softmax"]
 
@@ -92,7 +92,30 @@ def _online_cases() -> list[_Case]:
             hint="exp(-inf - m) = 0: a block that saw no key contributes nothing",
         )
     )
+    # row 1 saw no key in EITHER block (a causal query before every key): the merged state must
+    # stay m = -inf, l = 0, acc = 0; the naive merge computes -inf - (-inf) = NaN there
+    scores = torch.randn(3, 8, generator=gen, dtype=torch.float64)
+    values = torch.randn(8, 2, generator=gen, dtype=torch.float64)
+    scores[1] = NEG_INF
+    state_a, state_b = _state(scores[:, :5], values[:5]), _state(scores[:, 5:], values[5:])
+    cases.append(
+        _Case(
+            "row 1 saw no key in either block (m = -inf in both)",
+            (*state_a, *state_b),
+            hint="-inf - (-inf) is NaN: where the merged m is -inf, subtract 0 instead of m "
+            "(as tiled_attention does), so that the row stays m = -inf, l = 0, acc = 0",
+        )
+    )
     return cases
+
+
+_OUTPUT_HINTS = {  # what each output is, for a mistake that no catalogued one explains
+    "m": "m is the largest score over both blocks: the larger of m_a and m_b, row by row",
+    "l": "l is the sum of exp(s_j - m) over both blocks: l_a and l_b, each rescaled by "
+    "exp(m_block - m), then added",
+    "acc": "acc is the unnormalised sum of exp(s_j - m) v_j over both blocks: acc_a and acc_b, "
+    "each rescaled like its block's l (do not divide by l here)",
+}
 
 
 def check_online_softmax(fn: Callable[..., Any]) -> None:
@@ -102,56 +125,86 @@ def check_online_softmax(fn: Callable[..., Any]) -> None:
     ``l = sum_j exp(s_j - m)`` (``(..., 1)``) and ``acc = sum_j exp(s_j - m) v_j``
     (``(..., d_v)``). The merged state is that of both blocks together: ``m`` the larger
     maximum, and each block's ``l`` and ``acc`` rescaled by ``exp(m_block - m)`` before adding.
-    Then ``acc / l`` is the exact softmax-weighted average.
+    Then ``acc / l`` is the exact softmax-weighted average. A row that saw no key in either
+    block stays ``m = -inf``, ``l = 0``, ``acc = 0``.
 
     Recognised mistakes: adding without rescaling, the rescale factor inverted, rescaling
-    ``acc`` but not ``l``, keeping the second block's maximum, rescaling only the first block.
+    ``acc`` but not ``l``, keeping the second block's maximum, rescaling only the first block,
+    NaN on a row that saw no key in either block. Any other error names the output (``m``,
+    ``l`` or ``acc``) that is off and where.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
     """
+    name = "check_online_softmax"
     if not callable(fn):
-        raise TypeError(f"check_online_softmax takes your function, got {_describe(fn)}")
-
-    def packed(*state: torch.Tensor) -> torch.Tensor:
-        out = fn(*state)
+        raise TypeError(f"{name} takes your function, got {_describe(fn)}")
+    atol = 1e-9
+    mistakes = {
+        "rescale each block by exp(m_block - m) before adding: its l and acc were computed "
+        "against its own maximum": "no_rescale",
+        "the factor is exp(m_block - m) (at most 1), not exp(m - m_block)": "flipped",
+        "l needs the same rescale as acc, or acc / l is off": "acc_only",
+        "m must be the larger of the two maxima (the second block's can be smaller, and "
+        "exp(m_a - m_b) may then overflow)": "last_max",
+        "rescale the second block too: its maximum can be smaller than the first block's, "
+        "and then its l and acc need exp(m_b - m) < 1": "first_only",
+    }
+    cases = _online_cases()
+    for number, case in enumerate(cases, start=1):
+        where = f"case {number} of {len(cases)} ({case.description})"
+        out = _call(name, where, fn, case)
         if not (
             isinstance(out, tuple)
             and len(out) == 3
             and all(isinstance(t, torch.Tensor) for t in out)
         ):
-            raise TypeError(f"return a tuple of three tensors (m, l, acc), got {_describe(out)}")
-        m, length, acc = out
-        if m.shape != state[0].shape or length.shape != state[1].shape:
-            raise ValueError(
-                f"m and l must keep the shape (..., 1) = {tuple(state[0].shape)}, "
-                f"got {tuple(m.shape)} and {tuple(length.shape)}"
+            raise _fail(
+                name, where, f"return a tuple of three tensors (m, l, acc), got {_describe(out)}"
             )
-        return torch.cat([m, length, acc], dim=-1)  # (..., 2 + d_v)
-
-    _check(
-        "check_online_softmax",
-        packed,
-        _online_cases(),
-        _merge,
-        atol=1e-9,
-        mistakes={
-            "rescale each block by exp(m_block - m) before adding: its l and acc were computed "
-            "against its own maximum": lambda *s: _merge(*s, rule="no_rescale"),
-            "the factor is exp(m_block - m) (at most 1), not exp(m - m_block)": lambda *s: _merge(
-                *s, rule="flipped"
-            ),
-            "l needs the same rescale as acc, or acc / l is off": lambda *s: _merge(
-                *s, rule="acc_only"
-            ),
-            "m must be the larger of the two maxima (the second block's can be smaller, and "
-            "exp(m_a - m_b) may then overflow)": lambda *s: _merge(*s, rule="last_max"),
-            "rescale the second block too: its maximum can be smaller than the first block's, "
-            "and then its l and acc need exp(m_b - m) < 1": lambda *s: _merge(
-                *s, rule="first_only"
-            ),
-        },
-    )
+        expected = _merge(*case.args).split([1, 1, case.args[2].shape[-1]], dim=-1)
+        for label, got, want in zip(("m", "l", "acc"), out, expected, strict=True):
+            if tuple(got.shape) != tuple(want.shape):
+                raise _fail(
+                    name,
+                    where,
+                    f"your {label} has shape {tuple(got.shape)}, expected {tuple(want.shape)}",
+                    "m and l keep the shape (..., 1), acc the shape (..., d_v)",
+                )
+            if not got.is_floating_point():
+                raise _fail(
+                    name, where, f"your {label} has dtype {got.dtype}, expected a float tensor"
+                )
+        got_all = torch.cat([t.detach().double() for t in out], dim=-1)  # (..., 2 + d_v)
+        want_all = torch.cat(expected, dim=-1)
+        for hint, rule in mistakes.items():
+            wrong = _merge(*case.args, rule=rule)
+            if not torch.allclose(
+                wrong, want_all, atol=atol, rtol=0, equal_nan=True
+            ) and torch.allclose(got_all, wrong, atol=atol, rtol=0, equal_nan=True):
+                raise _fail(name, where, "your output equals a known mistake", hint)
+        for label, got, want in zip(("m", "l", "acc"), out, expected, strict=True):
+            got = got.detach().double()
+            if torch.isnan(got).any():
+                row = tuple(torch.isnan(got).nonzero()[0].tolist())
+                raise _fail(
+                    name,
+                    where,
+                    f"your {label} is NaN at index {row}",
+                    case.hint or _OUTPUT_HINTS[label],
+                )
+            close = torch.isclose(got, want, atol=atol, rtol=0)  # -inf is close only to -inf
+            if not close.all():
+                row = tuple((~close).nonzero()[0].tolist())
+                error = (got - want).abs().masked_fill(close, 0.0).nan_to_num(posinf=float("inf"))
+                raise _fail(
+                    name,
+                    where,
+                    f"your {label} is off: {got[row].item():.6g} at index {row} where "
+                    f"{want[row].item():.6g} was expected (largest error {error.max().item():.3g})",
+                    case.hint or _OUTPUT_HINTS[label],
+                )
+    print(f"{name}: all {len(cases)} cases passed.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -165,13 +218,17 @@ def check_kv_cache_append(fn: Callable[[torch.Tensor, int, torch.Tensor], torch.
     ``buffer`` has shape ``(B, H, capacity, Dh)`` and holds the cached keys in its first
     ``length`` positions; ``new`` has shape ``(B, H, T_new, Dh)``. Return a buffer whose first
     ``length + T_new`` positions are the old keys followed by ``new``: the same tensor, written
-    in place, when there is room; otherwise a new buffer at least twice as long (old keys
-    copied in). The check simulates a generation of 1- and 2-token steps and also counts the
-    buffers allocated, which must stay logarithmic in the length.
+    in place, when there is room (exactly full included); otherwise a new buffer at least
+    twice as long (old keys copied in), with the dtype and device of ``buffer``. The check
+    simulates a generation of 1- and 2-token steps on a float64 buffer, including a step that
+    fills the buffer exactly, and also counts the buffers allocated, which must stay
+    logarithmic in the length.
 
     Recognised mistakes: writing at the wrong offset, forgetting to copy the old keys into a
     new buffer, growing by a fixed amount (or by ``torch.cat``, one new buffer per step),
-    returning only the filled part of the buffer.
+    growing when the buffer is exactly full, allocating without the buffer's dtype and device
+    (``torch.zeros(...)`` gives float32 on the CPU: on a GPU or in half precision the cache
+    silently moves or changes precision), returning only the filled part of the buffer.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing step and what was wrong.
@@ -181,12 +238,14 @@ def check_kv_cache_append(fn: Callable[[torch.Tensor, int, torch.Tensor], torch.
         raise TypeError(f"{name} takes your function, got {_describe(fn)}")
     gen = torch.Generator().manual_seed(12)
     batch, heads, head_dim = 2, 3, 5
-    buffer = torch.zeros(batch, heads, 4, head_dim)  # (B, H, capacity, Dh)
-    everything = torch.zeros(batch, heads, 0, head_dim)  # what the cache must hold
+    # float64, not the default dtype: a buffer allocated without dtype= (or device=) shows
+    buffer = torch.zeros(batch, heads, 4, head_dim, dtype=torch.float64)  # (B, H, capacity, Dh)
+    everything = buffer[:, :, :0].clone()  # what the cache must hold
     length, allocations, steps = 0, 1, 0
-    sizes = [3] + [1 + (i % 5 == 0) for i in range(90)]  # a prompt of 3, then 1- and 2-token steps
+    # a prompt of 3, then 1- and 2-token steps; step 2 fills the buffer of 4 exactly
+    sizes = [3] + [1 + (i % 5 == 4) for i in range(90)]
     for steps, t_new in enumerate(sizes, start=1):
-        new = torch.randn(batch, heads, t_new, head_dim, generator=gen)  # (B, H, T_new, Dh)
+        new = torch.randn(batch, heads, t_new, head_dim, generator=gen, dtype=torch.float64)
         where = f"step {steps} of {len(sizes)} (length {length}, appending {t_new})"
         try:
             out = fn(buffer, length, new.clone())
@@ -203,6 +262,15 @@ def check_kv_cache_append(fn: Callable[[torch.Tensor, int, torch.Tensor], torch.
                 name,
                 where,
                 f"expected a buffer of shape (B, H, capacity, Dh) = ({batch}, {heads}, *, {head_dim}), got {tuple(out.shape)}",
+            )
+        if out.dtype != buffer.dtype or out.device != buffer.device:
+            raise _fail(
+                name,
+                where,
+                f"the buffer you returned is {out.dtype} on {out.device}, the cache's was "
+                f"{buffer.dtype} on {buffer.device}",
+                "allocate the bigger buffer like the old one (buffer.new_empty(...), or dtype= "
+                "and device= from buffer): a cache in float16 on a GPU must stay there",
             )
         if out.shape[2] < length:
             raise _fail(
@@ -239,7 +307,8 @@ def check_kv_cache_append(fn: Callable[[torch.Tensor, int, torch.Tensor], torch.
                 raise _fail(
                     name,
                     where,
-                    "a new buffer was allocated although the old one had room",
+                    "a new buffer was allocated although the old one had room"
+                    + (" (it was exactly full)" if buffer.shape[2] == length else ""),
                     "write in place when length + T_new <= capacity",
                 )
             allocations += 1

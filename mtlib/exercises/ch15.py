@@ -77,7 +77,9 @@ def _rel_shift_cases() -> list[_Case]:
             _Case(
                 description,
                 (torch.randn(*shape, generator=gen, dtype=torch.float64),),
-                hint="out[..., i, j] = x[..., i, K - 1 - (i + M - j)] with M = K - T",
+                hint="try your function on a matrix of its own distances (x[..., i, c] = K - 1 - c, "
+                "as in section 15.4) and check that row i reads T_mem + i - j in each column "
+                "j <= i + T_mem (T_mem = K - T)",
             )
         )
     return cases
@@ -96,7 +98,7 @@ def check_rel_shift(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
 
     Recognised mistakes: reading the columns as distances ``0 .. K-1`` (no flip), forgetting
     the memory offset ``T_mem``, a shift off by one, padding the zero column on the right,
-    dropping the last row of the padded buffer instead of the first.
+    dropping the last row of the padded buffer instead of the first, a cast to float32.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -129,6 +131,8 @@ def check_rel_shift(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
             "shift the wrong way": lambda x: _pad_trick(x, right=True),
             "after reading the padded buffer with rows of T, drop its FIRST row ([..., 1:, :]), "
             "not the last": lambda x: _pad_trick(x, drop_last=True),
+            "your values are right only to float32 precision: keep x's dtype (float64 here), "
+            "do not cast": lambda x: _shifted(x).float().double(),
         },
     )
 
@@ -146,8 +150,14 @@ def check_update_memory(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Te
     (fewer if there are fewer; an empty (B, 0, d) tensor if ``mem_len`` is 0), shape
     (B, min(mem_len, M + T), d), detached from the graph: no gradient may flow into a previous segment.
 
+    ``fn`` must leave its arguments as they were: ``hidden.detach_()`` takes the caller's
+    ``hidden`` (a layer's input, part of the graph) out of the graph, which silently cuts the
+    gradient of every earlier layer, and writing into ``mem`` changes a tensor the caller still
+    holds.
+
     Recognised mistakes: keeping the oldest positions, keeping only the segment, ``[-0:]``
-    keeping everything when ``mem_len`` is 0, forgetting to detach, dropping the old memory.
+    keeping everything when ``mem_len`` is 0, forgetting to detach, dropping the old memory,
+    detaching ``hidden`` in place, writing into ``mem``.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -170,12 +180,26 @@ def check_update_memory(fn: Callable[[torch.Tensor, torch.Tensor, int], torch.Te
         hidden = leaf * 1.0  # part of a graph, as a layer's input is
         both = torch.cat([mem, hidden.detach()], dim=1)  # (B, M + T, d)
         want = both[:, max(0, m + t - mem_len) :]  # (B, min(mem_len, M + T), d)
+        mem_before, hidden_before = mem.clone(), hidden.detach().clone()
         try:
-            got = fn(mem.clone(), hidden, mem_len)
+            got = fn(mem, hidden, mem_len)
         except Exception as error:  # the learner's bug, reported in words
             what = f"your function raised {type(error).__name__}: {error}"
             stub = isinstance(error, NotImplementedError)
             raise _fail(name, where, what + ("" if stub else _learner_line(error))) from None
+        if not hidden.requires_grad:
+            raise _fail(
+                name, where, "your function took the caller's hidden out of the graph "
+                "(hidden.detach_() or hidden.requires_grad_(False)): in a model every earlier "
+                "layer would silently lose its gradient",
+                "hidden.detach() returns a detached copy and leaves hidden as it was",
+            )  # fmt: skip
+        if not (torch.equal(mem, mem_before) and torch.equal(hidden.detach(), hidden_before)):
+            which = "mem" if not torch.equal(mem, mem_before) else "hidden"
+            raise _fail(
+                name, where, f"your function wrote into {which}, a tensor the caller still holds",
+                "build the new memory as a new tensor (torch.cat, then a slice)",
+            )  # fmt: skip
         if not isinstance(got, torch.Tensor):
             empty = " (for mem_len 0: an empty (B, 0, d) tensor, not None)" if mem_len == 0 else ""
             raise _fail(name, where, f"expected a torch.Tensor{empty}, got {_describe(got)}")

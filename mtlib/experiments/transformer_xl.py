@@ -135,16 +135,38 @@ def streams(ids: Tensor, batch_size: int, *, offset: int = 0) -> Tensor:
 
 
 def train_model(
-    task: str, variant: str, settings: TrainSettings, *, seed: int = 0, steps: int | None = None
+    task: str,
+    variant: str,
+    settings: TrainSettings,
+    *,
+    seed: int = 0,
+    steps: int | None = None,
+    model: TransformerXL | None = None,
 ) -> tuple[TransformerXL, train.History]:
     """Train one model from scratch; the seed sets the initialisation and where streams start.
 
     Step ``s`` reads segment ``s`` of every stream (wrapping around at the end, with fresh
-    memories); the memory returned by step ``s`` is the memory of step ``s + 1``.
+    memories: ``mems=None`` starts each pass); the memory returned by step ``s`` is the memory
+    of step ``s + 1``.
+
+    Args:
+        task: ``"text"`` or ``"copy"``.
+        variant: one of :data:`VARIANTS`, the model built when ``model`` is None.
+        settings: the optimiser settings.
+        seed: initialisation (of the built model) and where the streams start.
+        steps: train only this many of ``settings.steps`` (the schedule is unchanged).
+        model: train this model (in place) instead of building the variant's, e.g. a subclass
+            of :class:`TransformerXL` with other positions (exercise 4 of chapter 15); its
+            ``vocab_size`` must be the task's.
     """
     data = task_data(task)
     torch.manual_seed(seed)
-    model = TransformerXL(model_config(task, variant, int(data["vocab"])))
+    if model is None:
+        model = TransformerXL(model_config(task, variant, int(data["vocab"])))
+    elif not isinstance(model, TransformerXL) or model.config.vocab_size != int(data["vocab"]):
+        got = getattr(getattr(model, "config", None), "vocab_size", type(model).__name__)
+        raise ValueError(f"model must be a TransformerXL with vocab_size={int(data['vocab'])} "
+                         f"for task {task!r}, got {got}")  # fmt: skip
     train_ids = data["train"]
     assert isinstance(train_ids, Tensor)
     gen = torch.Generator().manual_seed(seed)

@@ -5,8 +5,13 @@ before the segment ("context fragmentation"). Transformer-XL makes two changes:
 
 1. **Segment-level recurrence.** Each layer keeps the hidden states it received for the last
    ``mem_len`` tokens (its *memory*). The next segment's queries attend to ``[memory; segment]``.
-   The memory is detached: no gradient flows into the previous segment, so training costs one
-   segment, while layer ``n`` of the stack can see up to ``n * mem_len`` tokens back.
+   The memory is detached: no gradient flows into the previous segment, so the backward pass
+   covers one segment. With ``L`` layers, segments of ``T = seg_len`` and ``T_mem = mem_len``,
+   the top layer's output for the last token of a segment depends on up to
+   ``T - 1 + T_mem + (L - 1) * T * ceil(T_mem / T)`` tokens back: the first layer adds
+   ``T_mem``; the oldest memory slot of a higher layer holds a state that also saw the start of
+   its own segment, so each further layer adds ``T_mem`` rounded up to whole segments. When
+   ``T_mem`` is a multiple of ``T`` this is ``T - 1 + L * T_mem``.
 2. **Relative positions.** Absolute positions restart at 0 in every segment, so memory token 3
    and current token 3 would look alike. The score of query ``i`` and key ``j`` is instead
 
@@ -298,9 +303,13 @@ class TransformerXL(nn.Module):
         if not isinstance(mems, list) or len(mems) != cfg.num_layers:
             raise ValueError(f"mems must be a list of {cfg.num_layers} tensors (one per layer)")
         m = mems[0].shape[1] if isinstance(mems[0], Tensor) else -1
-        for mem in mems:
-            _checks.float_tensor(mem, "mems[i]", f"(batch={b}, M<={cfg.mem_len}, "
+        p = self.tok_emb.weight
+        for i, mem in enumerate(mems):
+            _checks.float_tensor(mem, f"mems[{i}]", f"(batch={b}, M<={cfg.mem_len}, "
                                  f"d_model={cfg.d_model})", (b, m, cfg.d_model))  # fmt: skip
+            if mem.dtype != p.dtype or mem.device != p.device:
+                raise ValueError(f"mems[{i}] must have the model's dtype {p.dtype} on device "
+                                 f"{p.device}, got {mem.dtype} on {mem.device}")  # fmt: skip
         if m > cfg.mem_len:
             raise ValueError(f"mems hold {m} positions, more than mem_len={cfg.mem_len}")
         k = m + t  # keys: memory + segment

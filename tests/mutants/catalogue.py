@@ -239,8 +239,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "A28", _ATT,
-        "acc = acc * rescale + p @ v[..., j : j + block_size, :]  # (..., bq, d_v)",
-        "acc = acc + p @ v[..., j : j + block_size, :]  # (..., bq, d_v)",
+        "acc = acc * rescale + p @ v[..., j : j + block_size, :].to(work)  # (..., bq, d_v)",
+        "acc = acc + p @ v[..., j : j + block_size, :].to(work)  # (..., bq, d_v)",
         "tiled attention: the running sum of values is not rescaled when the maximum rises",
     ),
     Mutant(
@@ -310,6 +310,13 @@ MUTANTS: list[Mutant] = [
         "    if False:  # the same value for every key: the softmax removes it\n",
         "a bias with key dimension 1 (alibi_bias(H, 1) in a cached decoder) broadcasts over every "
         "key and cancels in the softmax: no positions at all, and no error",
+    ),
+    Mutant(  # review of chapter 12, section 5.1
+        "A39", _ATT,
+        "    work = torch.float32 if q.dtype in _HALF else q.dtype  # half: accumulate in float32\n",
+        "    work = q.dtype  # half: accumulate in float32\n",
+        "tiled_attention accumulates m, l and acc in float16/bfloat16: 5x (fp16) and 4x (bf16) the "
+        "explicit path's error over 611 keys",
     ),
     # ------------------------------------------------------------------- masks.py (chapter 5)
     Mutant(
@@ -673,7 +680,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "T06", _TRF,
-        "return self.decode(tgt, memory, memory_mask=src_mask, tgt_mask=tgt_mask)",
+        "return self.decode(tgt, memory, memory_mask=memory_mask, tgt_mask=tgt_mask)",
         "return self.decode(tgt, memory, tgt_mask=tgt_mask)",
         "teacher-forced forward: cross-attention ignores the source padding",
     ),
@@ -725,6 +732,24 @@ MUTANTS: list[Mutant] = [
         "first_eos = torch.where(is_eos.any(dim=1), is_eos.float().argmax(dim=1), ys.shape[1] - 1)",
         "beam search's final pick leaves the EOS out of a finished beam's length",
     ),
+    Mutant(  # review of chapter 8, F17
+        "T15", _TRF,
+        "        elif memory_mask is None and src_mask.dim() >= 2 and src_mask.shape[-2] > 1:\n",
+        "        elif False:\n",
+        "forward() reuses a (B, 1, S, S) encoder mask as the cross-attention mask: silent when T = S",
+    ),
+    Mutant(  # review of chapter 8, F19
+        "T16", _TRF,
+        "    if model.training and _has_dropout(model):\n",
+        "    if False:\n",
+        "greedy_decode / beam_search in training mode with dropout: random outputs, no warning",
+    ),
+    Mutant(  # review of chapter 8, F18
+        "A45", _ATT,
+        "            cache.check_source(key)  # the memory it was filled from, not a new source\n",
+        "",
+        "a filled cross-attention cache serves the previous source's keys and values to a new one",
+    ),
     # ---------------------------------------------------------------- models/ (chapters 9-15)
     Mutant(
         "D01", "mtlib/models/bart.py",
@@ -772,6 +797,13 @@ MUTANTS: list[Mutant] = [
         "    if bool((mask & future).any()):\n",
         "    if bool((mask & future).all()):\n",
         "Transformer-XL: a mask that sees later keys accepted unless it sees only later keys",
+        tests=("tests/test_models_transformer_xl.py",),
+    ),
+    Mutant(
+        "X02", "mtlib/models/transformer_xl.py",
+        "            if mem.dtype != p.dtype or mem.device != p.device:\n",
+        "            if mem.device != p.device:\n",
+        "Transformer-XL: memories of another dtype accepted (they fail later, inside LayerNorm, without naming mems)",
         tests=("tests/test_models_transformer_xl.py",),
     ),
 ]

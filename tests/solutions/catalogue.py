@@ -172,8 +172,13 @@ VARIANTS: dict[str, list[Callable[..., Any]]] = {
     ],
     "check_soft_lookup": [
         t01.good_lookup,
-        lambda q, k, v: torch.einsum(
-            "mn,nv->mv", torch.softmax(torch.einsum("md,nd->mn", q, k), -1), v
+        lambda q, k, v, m: torch.einsum(
+            "bmn,bnv->bmv",
+            torch.softmax(torch.einsum("bmd,bnd->bmn", q, k).masked_fill(~m[:, None], -1e9), -1),
+            v,
+        ),
+        lambda q, k, v, m: torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=m[:, None, :], scale=1.0
         ),
     ],
     "check_laplace_regression": [t01.good_laplace],
@@ -251,42 +256,87 @@ BUGS: dict[str, list[Bug]] = {
         Bug(
             "one maximum for the whole tensor, not one per row",
             t01.global_max_softmax,
-            r"case 6 of 6 .*NaN or inf.*\nHint: subtract each row's own maximum",
+            r"case 6 of 8 .*NaN or inf.*\nHint: subtract each row's own maximum",
         ),
         Bug(
             "no max subtraction (overflow at 1000)",
             t01.naive_softmax,
-            r"case 5 of 6 .*NaN or inf.*\nHint: exp\(1000\) overflows",
+            r"case 5 of 8 .*NaN or inf.*\nHint: exp\(1000\) overflows",
         ),
         Bug(
             "softmax over the wrong axis",
             lambda x, temperature=1.0: torch.softmax(x, dim=0),
-            r"case 2 of 6 .*largest error",
+            r"case 2 of 8 .*largest error",
         ),
         Bug(
             "temperature ignored",
             lambda x, temperature=1.0: torch.softmax(x, dim=-1),
-            r"case 3 of 6 .*\nHint: divide the scores by the temperature",
+            r"case 3 of 8 .*\nHint: divide the scores by the temperature",
         ),
         Bug(
             "temperature multiplied",
             lambda x, temperature=1.0: torch.softmax(x * temperature, -1),
-            r"case 3 of 6 .*Hint: divide",
+            r"case 3 of 8 .*Hint: divide",
         ),
         Bug("input edited in place", t01.in_place_softmax, r"changed its input tensor in place"),
+        Bug(
+            "a fixed dim=1 instead of the last dimension",
+            lambda x, temperature=1.0: torch.softmax(x / temperature, dim=1 if x.dim() > 1 else 0),
+            r"case 7 of 8 .*largest error",
+        ),
+        Bug(
+            "a power of the softmax for the temperature",
+            lambda x, temperature=1.0: (lambda p: p / p.sum(-1, keepdim=True))(
+                torch.softmax(x, -1) ** (1 / temperature)
+            ),
+            r"case 8 of 8 .*NaN or inf.*\nHint: divide the scores by the temperature before",
+        ),
     ],
     "check_soft_lookup": [
         Bug(
             "missing transpose of the keys",
-            lambda q, k, v: torch.softmax(q @ k, -1) @ v,
+            lambda q, k, v, m: torch.softmax(q @ k, -1) @ v,
             r"case 1 of 4 .*raised RuntimeError",
         ),
         Bug(
             "softmax over the queries",
-            lambda q, k, v: torch.softmax(q @ k.T, 0) @ v,
-            r"case 1 of 4 .*\nHint: normalise over the keys",
+            lambda q, k, v, m: torch.softmax((q @ k.mT).masked_fill(~m[:, None], -1e9), 1) @ v,
+            r"case 1 of 4 .*\nHint: .*normalise over the keys",
         ),
-        Bug("no softmax", lambda q, k, v: (q @ k.T) @ v, r"case 1 of 4 .*largest error"),
+        Bug("no softmax", lambda q, k, v, m: (q @ k.mT) @ v, r"case 1 of 4 .*largest error"),
+        Bug(
+            "padding mask ignored",
+            lambda q, k, v, m: torch.softmax(q @ k.mT, -1) @ v,
+            r"case 1 of 4 .*\nHint: the padded keys still get weight",
+        ),
+        Bug(
+            "padding mask inverted",
+            lambda q, k, v, m: torch.softmax((q @ k.mT).masked_fill(m[:, None], -1e9), -1) @ v,
+            r"case 1 of 4 .*\nHint: key_mask is True for the keys that exist",
+        ),
+        Bug(
+            "mask broadcast over the queries (1, B, n)",
+            lambda q, k, v, m: torch.softmax((q @ k.mT).masked_fill(~m[None], -1e9), -1) @ v,
+            r"case 2 of 4 \(B=3 .*\nHint: the mask belongs to the keys",
+        ),
+        Bug(
+            "weights zeroed after the softmax",
+            lambda q, k, v, m: (torch.softmax(q @ k.mT, -1) * m[:, None]) @ v,
+            r"case 1 of 4 .*\nHint: zeroing the padded keys' weights",
+        ),
+        Bug(
+            "padded scores filled with 0",
+            lambda q, k, v, m: torch.softmax((q @ k.mT).masked_fill(~m[:, None], 0), -1) @ v,
+            r"case 1 of 4 .*\nHint: a score of 0 is not a weight of 0",
+        ),
+        Bug(
+            "scores divided by sqrt(d)",
+            lambda q, k, v, m: torch.softmax(
+                (q @ k.mT / q.shape[-1] ** 0.5).masked_fill(~m[:, None], -1e9), -1
+            )
+            @ v,
+            r"case 1 of 4 .*\nHint: the score is the plain dot product",
+        ),
     ],
     "check_laplace_regression": [
         Bug(
@@ -303,6 +353,16 @@ BUGS: dict[str, list[Bug]] = {
             "exp / sum underflows to 0/0",
             t01.naive_laplace,
             r"case 4 of 4 .*NaN or inf.*\nHint: .*softmax",
+        ),
+        Bug(
+            "distance multiplied by the bandwidth",
+            lambda q, x, y, h: torch.softmax(-(q[:, None] - x).abs() * h, -1) @ y,
+            r"case 1 of 4 .*\nHint: divide \|u\| by the bandwidth sigma itself",
+        ),
+        Bug(
+            "distance divided by 2 sigma",
+            lambda q, x, y, h: torch.softmax(-(q[:, None] - x).abs() / (2 * h), -1) @ y,
+            r"case 1 of 4 .*\nHint: divide \|u\| by the bandwidth sigma itself",
         ),
     ],
     "check_apply_merges": [
@@ -1015,19 +1075,25 @@ BUGS: dict[str, list[Bug]] = {
         Bug(
             "no rescale",
             t12.no_rescale,
-            r"case 1 of 4 .*Hint: rescale each block by exp\(m_block - m\)",
+            r"case 1 of 5 .*Hint: rescale each block by exp\(m_block - m\)",
         ),
         Bug(
-            "factor inverted", t12.flipped, r"case 1 of 4 .*Hint: the factor is exp\(m_block - m\)"
+            "factor inverted", t12.flipped, r"case 1 of 5 .*Hint: the factor is exp\(m_block - m\)"
         ),
-        Bug("l not rescaled", t12.acc_only, r"case 1 of 4 .*Hint: l needs the same rescale as acc"),
-        Bug("second block's max", t12.last_max, r"case \d of 4 .*Hint: m must be the larger"),
+        Bug("l not rescaled", t12.acc_only, r"case 1 of 5 .*Hint: l needs the same rescale as acc"),
+        Bug("second block's max", t12.last_max, r"case \d of 5 .*Hint: m must be the larger"),
         Bug(
             "second block not rescaled",
             t12.first_only,
-            r"case \d of 4 .*Hint: rescale the second block too",
+            r"case \d of 5 .*Hint: rescale the second block too",
         ),
-        Bug("normalised acc", t12.normalised, r"case 1 of 4 .*values differ"),
+        Bug("normalised acc", t12.normalised, r"case 1 of 5 .*your acc is off"),
+        Bug(
+            "NaN where both blocks are empty",
+            t12.naive_merge,
+            r"case 5 of 5 .*Hint: -inf - \(-inf\) is NaN",
+        ),
+        Bug("one maximum for all rows", t12.max_over_rows, r"case \d of 5 .*your m is off"),
     ],
     "check_kv_cache_append": [
         Bug(
@@ -1041,6 +1107,12 @@ BUGS: dict[str, list[Bug]] = {
             t12.append_returns_view,
             r"step 1 of 91 .*Hint: return the whole buffer",
         ),
+        Bug(
+            "no dtype=/device= on the new buffer",
+            t12.append_default_dtype,
+            r"step \d+ of 91 .*Hint: allocate the bigger buffer like the old one",
+        ),
+        Bug("grows when exactly full", t12.append_grows_when_full, r"step 2 of 91 .*exactly full"),
     ],
     "check_rms_norm": [
         Bug(

@@ -10,9 +10,10 @@ def softmax(x, temperature=1.0):
     return e / e.sum(dim=-1, keepdim=True)
 
 
-def soft_lookup(queries, keys, values):
-    weights = torch.softmax(queries @ keys.T, dim=-1)  # (m, n): one row per query
-    return weights @ values  # (m, d_v)
+def soft_lookup(queries, keys, values, key_mask):
+    scores = queries @ keys.transpose(-2, -1)  # (B, m, n): one row per query
+    scores = scores.masked_fill(~key_mask[:, None, :], float("-inf"))  # (B, 1, n): per key
+    return torch.softmax(scores, dim=-1) @ values  # (B, m, d_v)
 
 
 def laplace_regression(x_query, x_train, y_train, bandwidth):
