@@ -151,12 +151,12 @@ def train_model(
 
     Args:
         task: ``"text"`` or ``"copy"``.
-        variant: one of :data:`VARIANTS`, the model built when ``model`` is None.
+        variant: one of ``VARIANTS``, the model built when ``model`` is None.
         settings: the optimiser settings.
         seed: initialisation (of the built model) and where the streams start.
         steps: train only this many of ``settings.steps`` (the schedule is unchanged).
         model: train this model (in place) instead of building the variant's, e.g. a subclass
-            of :class:`TransformerXL` with other positions (exercise 4 of chapter 15); its
+            of :class:`~mtlib.models.transformer_xl.TransformerXL` with other positions (exercise 4 of chapter 15); its
             ``vocab_size`` must be the task's.
     """
     data = task_data(task)

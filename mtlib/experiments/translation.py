@@ -350,7 +350,7 @@ def train_model(
         eval_batch: held-out batch for greedy exact/token accuracy every ``eval_every`` steps.
         eval_every: steps between evaluations.
         steps: stop after this many steps (the schedule still spans ``settings.steps``).
-        batches: ``step -> NumberBatch`` to train on; default :func:`batch_stream` (fresh
+        batches: ``step -> NumberBatch`` to train on; default ``batch_stream(settings, seed)`` (fresh
             training numbers, deterministic given ``seed``).
 
     Returns:
