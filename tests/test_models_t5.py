@@ -99,6 +99,27 @@ def test_logits_equal_hf_with_padding(proj: str, tied: bool) -> None:
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=0)
 
 
+@pytest.mark.parametrize("proj", ["relu", "gated-gelu"])
+def test_float16_overflow_clamped_like_hf(proj: str) -> None:
+    """A residual stream beyond float16's range (65,504), as in t5-large and up: Hugging Face
+    clamps it after every sub-layer, so the float16 logits stay finite; ours must be the same."""
+    hf, _ = make_pair(feed_forward_proj=proj)
+    with torch.no_grad():
+        for block in (*hf.encoder.block, *hf.decoder.block):
+            block.layer[-1].DenseReluDense.wo.weight.mul_(3e4)  # feed-forward outputs ~1e4-1e5
+    x, mask, y = batch()
+    with torch.no_grad():
+        stream = hf.encoder(input_ids=x, attention_mask=mask, output_hidden_states=True)
+        assert stream.hidden_states[-2].abs().max() > torch.finfo(torch.float16).max  # in float32
+        hf = hf.half()
+        t5 = T5.from_hf(hf)
+        assert next(t5.parameters()).dtype == torch.float16
+        expected = hf(input_ids=x, attention_mask=mask, decoder_input_ids=y).logits
+        got = t5(x, y, mask)
+    assert torch.isfinite(expected).all() and torch.isfinite(got).all()
+    torch.testing.assert_close(got.float(), expected.float(), atol=0.05, rtol=0.01)
+
+
 def test_padding_matters_and_padded_keys_are_ignored(pair: tuple[torch.nn.Module, T5]) -> None:
     _, t5 = pair
     x, mask, y = batch()

@@ -243,12 +243,30 @@ class T5FeedForward(nn.Module):
         return self.wo(self.dropout(hidden))  # (..., d_model)
 
 
+def _clamp_float16(x: Tensor) -> Tensor:
+    """Hugging Face T5's guard for float16: clamp the residual stream after each sub-layer.
+
+    A float16 tensor is clamped to ``+-finfo.max`` (65,504), or to ``+-(finfo.max - 1000)`` when
+    it already holds an infinity, which replaces the infinities by finite values before the next
+    RMS norm turns them into NaN. Other dtypes pass unchanged: T5 was trained in bfloat16, whose
+    range is float32's, and real checkpoints (t5-large and up) do overflow float16's range.
+    """
+    if x.dtype != torch.float16:
+        return x
+    top = torch.finfo(x.dtype).max
+    bound = torch.where(torch.isinf(x).any(), top - 1000, top)  # a 0-d tensor, no host sync
+    return torch.clamp(x, min=-bound, max=bound)
+
+
 class T5Block(nn.Module):
     """One T5 layer, pre-norm: self-attention, [cross-attention,] feed-forward::
 
         x = x + dropout(self_attn(self_attn_norm(x), bias=position_bias))
         x = x + dropout(cross_attn(cross_attn_norm(x), memory))    # decoder only
         x = x + dropout(ff(ff_norm(x)))
+
+    In float16 each of the three sums is clamped as Hugging Face does (:func:`_clamp_float16`),
+    so a residual stream beyond float16's range gives the same finite logits as ``transformers``.
 
     Args:
         config: a :class:`T5Config`.
@@ -296,14 +314,14 @@ class T5Block(nn.Module):
         own, cross = (None, None) if cache is None else (cache.self_attn, cache.cross_attn)
         h = self.self_attn_norm(x)
         h = self.self_attn(h, mask=mask, bias=position_bias, is_causal=is_causal, cache=own)[0]
-        x = x + self.dropout(h)
+        x = _clamp_float16(x + self.dropout(h))
         if self.cross_attn is not None and self.cross_attn_norm is not None:
             if memory is None:
                 raise ValueError("memory (the encoder output) is needed by a decoder block")
             h = self.cross_attn_norm(x)
             h = self.cross_attn(h, memory, memory, mask=memory_mask, cache=cross)[0]  # no bias
-            x = x + self.dropout(h)
-        return x + self.dropout(self.ff(self.ff_norm(x)))
+            x = _clamp_float16(x + self.dropout(h))
+        return _clamp_float16(x + self.dropout(self.ff(self.ff_norm(x))))
 
 
 class T5Stack(nn.Module):

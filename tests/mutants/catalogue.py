@@ -763,6 +763,12 @@ MUTANTS: list[Mutant] = [
         "hidden = self.wi_0(x) * self.act(self.wi_1(x))  # (..., d_ff)",
         "T5 v1.1 gated GELU with gate and linear half swapped: GELU on wi_1 instead of wi_0",
     ),
+    Mutant(  # review of chapter 14, 5.1
+        "D04", "mtlib/models/t5.py",
+        "        return _clamp_float16(x + self.dropout(self.ff(self.ff_norm(x))))\n",
+        "        return x + self.dropout(self.ff(self.ff_norm(x)))\n",
+        "T5 in float16: the feed-forward sum not clamped as Hugging Face does (inf, then NaN logits)",
+    ),
     Mutant(  # issue 25's G4
         "D03", "mtlib/models/gpt.py",
         "        logits = logits.float() / temperature\n"
