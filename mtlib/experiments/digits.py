@@ -17,9 +17,9 @@ experiments and not the plumbing:
 - a checkpoint (:data:`CHECKPOINT`) written by this script and loaded by the chapter and a test.
 
 Run ``python -m mtlib.experiments.digits`` to train the ViT, the ViT without position
-embeddings, the CNN and the MLP (6 seeds each), the ViT and the CNN on growing subsets of the
-training set (3 seeds), and rewrite the checkpoint with that report (42 runs of one to two
-minutes each on one busy CPU thread; the runs are independent, so they can be spread over
+embeddings, the CNN and the MLP (6 seeds each), the ViT, the CNN and the MLP on growing subsets
+of the training set (3 seeds), and rewrite the checkpoint with that report (51 runs, most of one
+to two minutes each on one busy CPU thread, the MLP's a few seconds; the runs are independent, so they can be spread over
 processes). ``--keep`` copies runs already in the checkpoint instead of retraining them.
 """
 
@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mtlib import train
+from mtlib.utils import fixed_generator
 from mtlib.data.digits import DigitsSplit, digits_split
 from mtlib.models.vit import ViT, ViTConfig, attention_rollout
 
@@ -67,7 +68,7 @@ __all__ = [
 #: The checkpoint this script writes and the chapter loads.
 CHECKPOINT = Path(str(resources.files("mtlib.experiments"))) / "digits_checkpoint.pt"
 SEEDS = tuple(range(6))  # every model of the comparison is trained with these seeds
-SIZE_SEEDS = (0, 1, 2)  # the data-size curves (3 x 3 subsets x 2 models = 18 more runs)
+SIZE_SEEDS = (0, 1, 2)  # the data-size curves (3 x 3 subsets x 3 models = 27 more runs)
 TRAIN_SIZES = (100, 300, 700, 1438)  # training images for the data-size curves
 #: the 20 fixed orders in which "break it" rearranges the 16 patches (seeds 0 to 19)
 SHUFFLES = [torch.randperm(16, generator=torch.Generator().manual_seed(k)) for k in range(20)]
@@ -331,22 +332,35 @@ def similarity_ink_correlation(model: ViT | Tensor, data: DigitsSplit) -> float:
 
 @torch.no_grad()
 def occlusion_importance(
-    model: nn.Module, images: Tensor, labels: Tensor, *, patch: int, fill: float
+    model: nn.Module, images: Tensor, labels: Tensor, *, patch: int, fill: float | Tensor
 ) -> Tensor:
-    """How much blanking each patch lowers the probability of the true class.
+    """How much removing each patch lowers the probability of the true class.
+
+    What "removing" means is the ``fill``, and the answer depends on it (chapter 11.6): a blank
+    patch, the training set's mean patch, or the same patch of another image.
 
     Args:
         model: a classifier of (B, C, S, S) images.
         images: (B, C, S, S).
         labels: (B,) true classes.
         patch: side of the square patches, dividing S.
-        fill: the value a blanked pixel gets (the normalised background).
+        fill: what a removed patch becomes: a number for every pixel (the normalised background
+            blanks it), or a tensor broadcastable to ``images`` whose pixels at the patch's place
+            replace it: a (1, C, S, S) per-pixel mean, or (B, C, S, S) other images.
 
     Returns:
         A ``(B, N)`` tensor: the log-probability of the true class on the intact image minus
-        on the image with patch ``n`` (row-major) blanked (log-probabilities do not saturate
+        on the image with patch ``n`` (row-major) replaced (log-probabilities do not saturate
         near 1).
     """
+    if isinstance(fill, Tensor):
+        try:
+            fill = fill.to(images.dtype).expand_as(images)
+        except RuntimeError:
+            raise ValueError(
+                f"fill must be a number or a tensor broadcastable to images {tuple(images.shape)}, "
+                f"got shape {tuple(fill.shape)}"
+            ) from None
     model.eval()
     side = images.shape[-1] // patch
     base = model(images).log_softmax(-1).gather(1, labels[:, None])[:, 0]  # (B,)
@@ -354,7 +368,8 @@ def occlusion_importance(
     for n in range(side * side):
         row, col = divmod(n, side)
         occluded = images.clone()
-        occluded[..., row * patch : (row + 1) * patch, col * patch : (col + 1) * patch] = fill
+        rows, cols = slice(row * patch, (row + 1) * patch), slice(col * patch, (col + 1) * patch)
+        occluded[..., rows, cols] = fill[..., rows, cols] if isinstance(fill, Tensor) else fill
         p = model(occluded).log_softmax(-1).gather(1, labels[:, None])[:, 0]  # (B,)
         drops.append(base - p)
     return torch.stack(drops, dim=1)  # (B, N)
@@ -393,13 +408,49 @@ def _inked_correlation(a: Tensor, b: Tensor, inked: Tensor, *, least: int = 4) -
     return float(result[~result.isnan()].mean())
 
 
-def explanation_agreement(model: ViT, data: DigitsSplit) -> dict[str, float]:
-    """How well cheap explanations agree with occlusion (:func:`occlusion_importance`).
+FILLS = ("background", "mean", "resample")  # what occlusion replaces a patch with
+
+
+def occlusion_reference(
+    model: nn.Module, data: DigitsSplit, fill: str = "background", *, draws: int = 8, seed: int = 0
+) -> Tensor:
+    """:func:`occlusion_importance` on the test images, under one of :data:`FILLS`.
+
+    ``background`` blanks the patch; ``mean`` puts the training set's mean pixels there;
+    ``resample`` puts the same patch of a random training image there (the replacement closest
+    to what the model was trained on) and averages the drop over ``draws`` draws, taken from a
+    generator seeded with ``seed`` as written (:func:`mtlib.utils.fixed_generator`), so the
+    reference is the same under the seed sweep.
+
+    Returns:
+        ``(B_test, N)`` drops in the true class's log-probability.
+    """
+    x, y, patch = data.x_test, data.y_test, model.config.patch_size
+    with torch.no_grad():
+        if fill == "background":
+            return occlusion_importance(model, x, y, patch=patch, fill=data.background)
+        if fill == "mean":
+            return occlusion_importance(model, x, y, patch=patch, fill=data.x_train.mean(0, keepdim=True))
+        if fill == "resample":
+            generator = fixed_generator(seed)
+            drops = []
+            for _ in range(draws):
+                others = data.x_train[torch.randint(len(data.x_train), (len(x),), generator=generator)]
+                drops.append(occlusion_importance(model, x, y, patch=patch, fill=others))
+            return torch.stack(drops).mean(0)
+    raise ValueError(f"fill must be one of {FILLS}, got {fill!r}")
+
+
+def explanation_agreement(
+    model: ViT, data: DigitsSplit, *, fill: str = "background", draws: int = 8
+) -> dict[str, float]:
+    """How well cheap explanations agree with occlusion (:func:`occlusion_reference`).
 
     The scores per test image and patch are: attention rollout (class-token row), the last
     layer's class-token attention (head mean), the ink in the patch, and gradient x input
     (the gradient of the true class's log-probability times the pixels' distance to the
-    background, summed over the patch).
+    background, summed over the patch). ``fill`` and ``draws`` choose the occlusion reference
+    (:data:`FILLS`); the script stored the ``background`` one for every seed.
 
     Returns:
         ``rollout``, ``last_layer``, ``ink``, ``grad_input``: mean per-image Pearson
@@ -407,15 +458,14 @@ def explanation_agreement(model: ViT, data: DigitsSplit) -> dict[str, float]:
         inked patches only (images with at least 4 of them); ``top1_*``: share of images whose
         highest-scoring patch is occlusion's most important one; ``top1_chance``: the mean of
         1 / (number of inked patches); ``blank_share``: share of (image, patch) pairs without
-        ink (blanking those changes nothing).
+        ink (blanking those changes nothing); ``rollout_top_blank``: share of images whose top
+        rollout patch has no ink.
     """
     model.eval()
     patch = model.config.patch_size
     with torch.no_grad():
         _, attentions = model.forward_features(data.x_test, return_attentions=True)
-        drop = occlusion_importance(
-            model, data.x_test, data.y_test, patch=patch, fill=data.background
-        )
+    drop = occlusion_reference(model, data, fill, draws=draws)
     rollout = attention_rollout(attentions)[:, 0, 1:]  # (B, N): class token <- patches
     last = attentions[-1].mean(1)[:, 0, 1:]  # (B, N)
     pixels = data.x_test - data.background  # ink: 0 on blank pixels
@@ -440,6 +490,7 @@ def explanation_agreement(model: ViT, data: DigitsSplit) -> dict[str, float]:
         result[f"top1_{name}"] = float((scores[name].argmax(-1) == top).float().mean())
     result["top1_chance"] = float((1 / inked.sum(-1).float()).mean())
     result["blank_share"] = float((~inked).float().mean())
+    result["rollout_top_blank"] = float((~inked.gather(1, rollout.argmax(-1, keepdim=True))).float().mean())
     return result
 
 
@@ -491,6 +542,7 @@ def main(argv: list[str] | None = None) -> None:
                               "runs": {}, "sizes": {}, "parameters": {}}  # fmt: skip
     keep: dict[str, nn.Module] = {}
     for kind in ("vit", "vit_nopos", "cnn", "mlp"):
+        report["parameters"][kind] = count_parameters(make_model(kind, seed=0))  # kept runs too
         accs = []
         for seed in SEEDS:
             kept = kind in keep_kinds and f"{kind}/{seed}" in old["runs"]
@@ -522,14 +574,13 @@ def main(argv: list[str] | None = None) -> None:
                     run["ink_correlation"] = similarity_ink_correlation(model, data)
                     run["agreement"] = explanation_agreement(model, data)
             report["runs"][f"{kind}/{seed}"] = run
-            report["parameters"][kind] = count_parameters(model)
             accs.append(run["test_accuracy"])
             if seed == 0 and kind in ("vit", "vit_nopos"):
                 keep[kind] = model
             print(f"{kind} seed {seed}: test {run['test_accuracy']:.4f} "
                   f"train {run['train_accuracy']:.4f} ({run['seconds']:.0f} s)", flush=True)  # fmt: skip
         print(f"{kind}: {_summary(accs)}", flush=True)
-    for kind in ("vit", "cnn"):
+    for kind in ("vit", "cnn", "mlp"):
         for n in TRAIN_SIZES[:-1]:
             for seed in SIZE_SEEDS:
                 if "sizes" in keep_kinds and f"{kind}/{n}/{seed}" in old["sizes"]:

@@ -812,4 +812,11 @@ MUTANTS: list[Mutant] = [
         "Transformer-XL: memories of another dtype accepted (they fail later, inside LayerNorm, without naming mems)",
         tests=("tests/test_models_transformer_xl.py",),
     ),
+    Mutant(  # review of chapter 11, F10
+        "E01", "mtlib/experiments/digits.py",
+        "        occluded[..., rows, cols] = fill[..., rows, cols] if isinstance(fill, Tensor) else fill\n",
+        "        occluded[..., rows, cols] = fill.mean() if isinstance(fill, Tensor) else fill\n",
+        "occlusion with a tensor fill: one grey value instead of the replacement's pixels at the patch",
+        tests=("tests/test_digits_experiment.py",),
+    ),
 ]
