@@ -39,12 +39,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mtlib import train
-from mtlib.utils import fixed_generator
 from mtlib.data.digits import DigitsSplit, digits_split
 from mtlib.models.vit import ViT, ViTConfig, attention_rollout
+from mtlib.utils import fixed_generator
 
 __all__ = [
     "CHECKPOINT",
+    "FILLS",
     "MLP",
     "SmallCNN",
     "TrainSettings",
@@ -54,6 +55,7 @@ __all__ = [
     "load_checkpoint",
     "make_model",
     "occlusion_importance",
+    "occlusion_reference",
     "position_similarity",
     "rowwise_correlation",
     "explanation_agreement",
@@ -408,11 +410,12 @@ def _inked_correlation(a: Tensor, b: Tensor, inked: Tensor, *, least: int = 4) -
     return float(result[~result.isnan()].mean())
 
 
-FILLS = ("background", "mean", "resample")  # what occlusion replaces a patch with
+#: What :func:`occlusion_reference` can put in place of a removed patch.
+FILLS = ("background", "mean", "resample")
 
 
 def occlusion_reference(
-    model: nn.Module, data: DigitsSplit, fill: str = "background", *, draws: int = 8, seed: int = 0
+    model: ViT, data: DigitsSplit, fill: str = "background", *, draws: int = 8, seed: int = 0
 ) -> Tensor:
     """:func:`occlusion_importance` on the test images, under one of :data:`FILLS`.
 
