@@ -265,7 +265,7 @@ class T5Block(nn.Module):
         x = x + dropout(cross_attn(cross_attn_norm(x), memory))    # decoder only
         x = x + dropout(ff(ff_norm(x)))
 
-    In float16 each of the three sums is clamped as Hugging Face does (:func:`_clamp_float16`),
+    In float16 each of the three sums is clamped as Hugging Face does (``_clamp_float16``),
     so a residual stream beyond float16's range gives the same finite logits as ``transformers``.
 
     Args:
