@@ -44,6 +44,7 @@ def test_checkpoint_is_small_and_loads_into_the_current_code(checkpoint):
     kinds = ("vit", "vit_nopos", "cnn", "mlp")
     assert sorted(report["runs"]) == sorted(f"{k}/{s}" for k in kinds for s in dg.SEEDS)
     curves = [f"{k}/{n}/{s}" for k in ("vit", "cnn", "mlp") for n in dg.TRAIN_SIZES for s in dg.SIZE_SEEDS]
+    curves += [f"mlp/{dg.TRAIN_SIZES[0]}/{s}" for s in dg.MLP_EXTRA_SEEDS]
     assert sorted(report["sizes"]) == sorted(curves)  # the MLP is the data-size curve's control
     assert sorted(report["parameters"]) == sorted(kinds)  # also when runs were kept (--keep)
 
@@ -155,6 +156,30 @@ def test_occlusion_reference_fills(checkpoint, data):
     assert not torch.allclose(resampled, blank) and not torch.allclose(dg.occlusion_reference(vit, small, "mean"), blank)
     with pytest.raises(ValueError, match="fill must be one of"):
         dg.occlusion_reference(vit, small, "noise")
+    cnn = dg.make_model("cnn", seed=0)
+    assert dg.occlusion_reference(cnn, small, "mean", patch=2).shape == (20, 16)  # a CNN names its patch
+    change = dg.change_size(small, "background", patch=2)
+    ink = (small.x_test - data.background).reshape(20, 1, 4, 2, 4, 2).sum((1, 3, 5)).reshape(20, 16)
+    torch.testing.assert_close(change, ink)  # blanking changes a patch by its ink
+
+
+def test_explanation_agreement_leaves_the_model_as_it_was(checkpoint, data):
+    vit = checkpoint[0]["vit"]
+    small = dg.DigitsSplit(data.x_train, data.y_train, data.x_test[:12], data.y_test[:12], data.mean, data.std)
+    vit.train()
+    try:
+        result = dg.explanation_agreement(vit, small, fill="mean")
+        assert vit.training and all(p.grad is None for p in vit.parameters())
+    finally:
+        vit.eval()
+    assert {"change", "change_inked", "top1_change", "drop_inked"} <= set(result)
+
+
+def test_keep_refuses_runs_trained_with_other_settings(tmp_path):
+    out = tmp_path / "digits.pt"
+    dg.save_checkpoint({}, out, {"settings": {"steps": 600}, "runs": {}, "sizes": {}})
+    with pytest.raises(SystemExit):
+        dg.main(["--out", str(out), "--steps", "300", "--keep", "vit"])
 
 
 def test_position_options_and_transform(data):

@@ -18,9 +18,10 @@ experiments and not the plumbing:
 
 Run ``python -m mtlib.experiments.digits`` to train the ViT, the ViT without position
 embeddings, the CNN and the MLP (6 seeds each), the ViT, the CNN and the MLP on growing subsets
-of the training set (3 seeds), and rewrite the checkpoint with that report (51 runs, most of one
-to two minutes each on one busy CPU thread, the MLP's a few seconds; the runs are independent, so they can be spread over
-processes). ``--keep`` copies runs already in the checkpoint instead of retraining them.
+of the training set (3 seeds; the MLP 10 at 100 images), and rewrite the checkpoint with that
+report (58 runs, most of one to two minutes each on one busy CPU thread, the MLP's a few
+seconds; the runs are independent, so they can be spread over processes). ``--keep`` copies
+runs already in the checkpoint instead of retraining them (same settings only).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ __all__ = [
     "make_model",
     "occlusion_importance",
     "occlusion_reference",
+    "change_size",
     "position_similarity",
     "rowwise_correlation",
     "explanation_agreement",
@@ -72,6 +74,8 @@ CHECKPOINT = Path(str(resources.files("mtlib.experiments"))) / "digits_checkpoin
 SEEDS = tuple(range(6))  # every model of the comparison is trained with these seeds
 SIZE_SEEDS = (0, 1, 2)  # the data-size curves (3 x 3 subsets x 3 models = 27 more runs)
 TRAIN_SIZES = (100, 300, 700, 1438)  # training images for the data-size curves
+#: The MLP is cheap (a few seconds a run): at the smallest size it gets seven more seeds.
+MLP_EXTRA_SEEDS = tuple(range(3, 10))
 #: the 20 fixed orders in which "break it" rearranges the 16 patches (seeds 0 to 19)
 SHUFFLES = [torch.randperm(16, generator=torch.Generator().manual_seed(k)) for k in range(20)]
 SHUFFLE = SHUFFLES[0]  # the first of them, the one the chapter draws
@@ -357,12 +361,13 @@ def occlusion_importance(
     """
     if isinstance(fill, Tensor):
         try:
-            fill = fill.to(images.dtype).expand_as(images)
+            fill = fill.to(images).expand_as(images)  # the images' dtype and device
         except RuntimeError:
             raise ValueError(
                 f"fill must be a number or a tensor broadcastable to images {tuple(images.shape)}, "
                 f"got shape {tuple(fill.shape)}"
             ) from None
+    was_training = model.training
     model.eval()
     side = images.shape[-1] // patch
     base = model(images).log_softmax(-1).gather(1, labels[:, None])[:, 0]  # (B,)
@@ -374,6 +379,7 @@ def occlusion_importance(
         occluded[..., rows, cols] = fill[..., rows, cols] if isinstance(fill, Tensor) else fill
         p = model(occluded).log_softmax(-1).gather(1, labels[:, None])[:, 0]  # (B,)
         drops.append(base - p)
+    model.train(was_training)
     return torch.stack(drops, dim=1)  # (B, N)
 
 
@@ -414,86 +420,125 @@ def _inked_correlation(a: Tensor, b: Tensor, inked: Tensor, *, least: int = 4) -
 FILLS = ("background", "mean", "resample")
 
 
+def _fill_draws(data: DigitsSplit, fill: str, draws: int, seed: int) -> list[Tensor]:
+    """The replacement images of one occlusion reference: one for ``background`` and ``mean``,
+    ``draws`` batches of random training images (one per test image) for ``resample``."""
+    x = data.x_test
+    if fill == "background":
+        return [torch.full_like(x[:1], data.background)]
+    if fill == "mean":
+        return [data.x_train.mean(0, keepdim=True).to(x)]
+    if fill == "resample":
+        generator = fixed_generator(seed)
+        picks = [torch.randint(len(data.x_train), (len(x),), generator=generator) for _ in range(draws)]
+        return [data.x_train[i].to(x) for i in picks]
+    raise ValueError(f"fill must be one of {FILLS}, got {fill!r}")
+
+
+def _per_patch(values: Tensor, patch: int) -> Tensor:
+    """(B, C, S, S) -> (B, N): ``values`` summed over each patch (row-major)."""
+    b, c, size, _ = values.shape
+    side = size // patch
+    return values.reshape(b, c, side, patch, side, patch).sum((1, 3, 5)).reshape(b, -1)
+
+
 def occlusion_reference(
-    model: ViT, data: DigitsSplit, fill: str = "background", *, draws: int = 8, seed: int = 0
+    model: nn.Module,
+    data: DigitsSplit,
+    fill: str = "background",
+    *,
+    patch: int | None = None,
+    draws: int = 8,
+    seed: int = 0,
 ) -> Tensor:
     """:func:`occlusion_importance` on the test images, under one of :data:`FILLS`.
 
     ``background`` blanks the patch; ``mean`` puts the training set's mean pixels there;
-    ``resample`` puts the same patch of a random training image there (the replacement closest
-    to what the model was trained on) and averages the drop over ``draws`` draws, taken from a
-    generator seeded with ``seed`` as written (:func:`mtlib.utils.fixed_generator`), so the
-    reference is the same under the seed sweep.
+    ``resample`` puts the same patch of a random training image there (a real piece of
+    handwriting, drawn from its marginal distribution) and averages the drop over ``draws``
+    draws, taken from a generator seeded with ``seed`` as written
+    (:func:`mtlib.utils.fixed_generator`), so the reference is the same under the seed sweep.
+
+    Args:
+        patch: side of the patches; by default the model's ``config.patch_size`` (a ViT).
 
     Returns:
         ``(B_test, N)`` drops in the true class's log-probability.
     """
-    x, y, patch = data.x_test, data.y_test, model.config.patch_size
+    patch_size: int = model.config.patch_size if patch is None else patch  # type: ignore[union-attr,assignment]
     with torch.no_grad():
-        if fill == "background":
-            return occlusion_importance(model, x, y, patch=patch, fill=data.background)
-        if fill == "mean":
-            return occlusion_importance(model, x, y, patch=patch, fill=data.x_train.mean(0, keepdim=True))
-        if fill == "resample":
-            generator = fixed_generator(seed)
-            drops = []
-            for _ in range(draws):
-                others = data.x_train[torch.randint(len(data.x_train), (len(x),), generator=generator)]
-                drops.append(occlusion_importance(model, x, y, patch=patch, fill=others))
-            return torch.stack(drops).mean(0)
-    raise ValueError(f"fill must be one of {FILLS}, got {fill!r}")
+        drops = [
+            occlusion_importance(model, data.x_test, data.y_test, patch=patch_size, fill=f)
+            for f in _fill_draws(data, fill, draws, seed)
+        ]
+    return torch.stack(drops).mean(0)
+
+
+def change_size(
+    data: DigitsSplit, fill: str = "background", *, patch: int, draws: int = 8, seed: int = 0
+) -> Tensor:
+    """How much :func:`occlusion_reference`'s ``fill`` changes each patch of the test images:
+    the sum of |pixel - replacement| over the patch, averaged over the draws (B_test, N). It
+    needs no model; under ``background`` it is the ink in the patch."""
+    changes = [
+        _per_patch((data.x_test - f.expand_as(data.x_test)).abs(), patch)
+        for f in _fill_draws(data, fill, draws, seed)
+    ]
+    return torch.stack(changes).mean(0)
 
 
 def explanation_agreement(
-    model: ViT, data: DigitsSplit, *, fill: str = "background", draws: int = 8
+    model: ViT, data: DigitsSplit, *, fill: str = "background", draws: int = 8, seed: int = 0
 ) -> dict[str, float]:
     """How well cheap explanations agree with occlusion (:func:`occlusion_reference`).
 
     The scores per test image and patch are: attention rollout (class-token row), the last
-    layer's class-token attention (head mean), the ink in the patch, and gradient x input
-    (the gradient of the true class's log-probability times the pixels' distance to the
-    background, summed over the patch). ``fill`` and ``draws`` choose the occlusion reference
-    (:data:`FILLS`); the script stored the ``background`` one for every seed.
+    layer's class-token attention (head mean), the ink in the patch, gradient x input (the
+    gradient of the true class's log-probability times the pixels' distance to the
+    background, summed over the patch), and the size of the change the reference makes to the
+    patch (:func:`change_size`, which needs no model). ``fill``, ``draws`` and ``seed`` choose
+    the occlusion reference (:data:`FILLS`); the script stored the ``background`` one for every
+    seed. The model's mode and its parameters' ``.grad`` are left as they were.
 
     Returns:
-        ``rollout``, ``last_layer``, ``ink``, ``grad_input``: mean per-image Pearson
+        ``rollout``, ``last_layer``, ``ink``, ``grad_input``, ``change``: mean per-image Pearson
         correlation with the occlusion drop over all 16 patches; ``*_inked``: the same over the
         inked patches only (images with at least 4 of them); ``top1_*``: share of images whose
         highest-scoring patch is occlusion's most important one; ``top1_chance``: the mean of
-        1 / (number of inked patches); ``blank_share``: share of (image, patch) pairs without
-        ink (blanking those changes nothing); ``rollout_top_blank``: share of images whose top
-        rollout patch has no ink.
+        1 / (number of inked patches), the hit rate of a random inked patch (chance for the
+        blank reference, whose top patch is always inked); ``blank_share``: share of (image,
+        patch) pairs without ink (blanking those changes nothing; other fills do change them);
+        ``rollout_top_blank``: share of images whose top rollout patch has no ink;
+        ``drop_inked``: the mean occlusion drop over inked patches, in nats.
     """
+    was_training = model.training
     model.eval()
     patch = model.config.patch_size
     with torch.no_grad():
         _, attentions = model.forward_features(data.x_test, return_attentions=True)
-    drop = occlusion_reference(model, data, fill, draws=draws)
+    drop = occlusion_reference(model, data, fill, draws=draws, seed=seed)
     rollout = attention_rollout(attentions)[:, 0, 1:]  # (B, N): class token <- patches
     last = attentions[-1].mean(1)[:, 0, 1:]  # (B, N)
     pixels = data.x_test - data.background  # ink: 0 on blank pixels
-    b, c, size, _ = pixels.shape
-    side = size // patch
-
-    def per_patch(values: Tensor) -> Tensor:  # (B, C, S, S) -> (B, N), summed over each patch
-        return values.reshape(b, c, side, patch, side, patch).sum((1, 3, 5)).reshape(b, -1)
-
-    ink = per_patch(pixels)  # (B, N)
+    ink = _per_patch(pixels, patch)  # (B, N)
     x = data.x_test.clone().requires_grad_(True)
-    model(x).log_softmax(-1).gather(1, data.y_test[:, None]).sum().backward()
-    assert x.grad is not None
-    grad_input = per_patch(x.grad * pixels).detach()  # (B, N)
+    log_p = model(x).log_softmax(-1).gather(1, data.y_test[:, None]).sum()
+    (grad,) = torch.autograd.grad(log_p, x)  # the input's gradient only: no parameter .grad
+    grad_input = _per_patch(grad * pixels, patch)  # (B, N)
+    model.train(was_training)
+    change = change_size(data, fill, patch=patch, draws=draws, seed=seed)
     inked = ink > 1e-4  # (B, N)
-    scores = {"rollout": rollout, "last_layer": last, "ink": ink, "grad_input": grad_input}
+    scores = {"rollout": rollout, "last_layer": last, "ink": ink, "grad_input": grad_input, "change": change}
     result = {name: float(rowwise_correlation(drop, s).nanmean()) for name, s in scores.items()}
     for name, s in scores.items():
         result[f"{name}_inked"] = _inked_correlation(drop, s, inked)
     top = drop.argmax(-1)  # (B,)
-    for name in ("rollout", "ink", "grad_input"):
+    for name in ("rollout", "ink", "grad_input", "change"):
         result[f"top1_{name}"] = float((scores[name].argmax(-1) == top).float().mean())
     result["top1_chance"] = float((1 / inked.sum(-1).float()).mean())
     result["blank_share"] = float((~inked).float().mean())
     result["rollout_top_blank"] = float((~inked.gather(1, rollout.argmax(-1, keepdim=True))).float().mean())
+    result["drop_inked"] = float(drop[inked].mean())
     return result
 
 
@@ -536,10 +581,12 @@ def main(argv: list[str] | None = None) -> None:
     keep_kinds = {k for k in args.keep.split(",") if k}
     old: dict[str, Any] = {"runs": {}, "sizes": {}}
     old_models: dict[str, nn.Module] = {}
+    settings = replace(TrainSettings(), steps=args.steps, warmup=max(1, args.steps // 10))
     if keep_kinds and args.out.exists():
         old_models, old = load_checkpoint(args.out)
+        if old["settings"] != asdict(settings):
+            parser.error(f"--keep: the checkpoint's runs used other settings ({old['settings']})")
     torch.set_num_threads(1)
-    settings = replace(TrainSettings(), steps=args.steps, warmup=max(1, args.steps // 10))
     data = digits_split()
     report: dict[str, Any] = {"settings": asdict(settings), "split": {"seed": 0, "test_fraction": 0.2},
                               "runs": {}, "sizes": {}, "parameters": {}}  # fmt: skip
@@ -585,7 +632,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{kind}: {_summary(accs)}", flush=True)
     for kind in ("vit", "cnn", "mlp"):
         for n in TRAIN_SIZES[:-1]:
-            for seed in SIZE_SEEDS:
+            extra = MLP_EXTRA_SEEDS if kind == "mlp" and n == TRAIN_SIZES[0] else ()
+            for seed in SIZE_SEEDS + extra:
                 if "sizes" in keep_kinds and f"{kind}/{n}/{seed}" in old["sizes"]:
                     report["sizes"][f"{kind}/{n}/{seed}"] = old["sizes"][f"{kind}/{n}/{seed}"]
                     continue
