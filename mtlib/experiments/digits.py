@@ -478,7 +478,7 @@ def change_size(
     data: DigitsSplit, fill: str = "background", *, patch: int, draws: int = 8, seed: int = 0
 ) -> Tensor:
     """How much :func:`occlusion_reference`'s ``fill`` changes each patch of the test images:
-    the sum of |pixel - replacement| over the patch, averaged over the draws (B_test, N). It
+    the sum of ``|pixel - replacement|`` over the patch, averaged over the draws (B_test, N). It
     needs no model; under ``background`` it is the ink in the patch."""
     changes = [
         _per_patch((data.x_test - f.expand_as(data.x_test)).abs(), patch)
