@@ -111,11 +111,12 @@ def test_shuffle_patches_moves_whole_patches():
     assert torch.equal(dg.shuffle_patches(x, torch.arange(16), patch=2), x)
 
 
-def test_occlusion_and_correlation_helpers():
-    class FirstPixel(torch.nn.Module):  # the logit of class 1 is the top-left pixel
-        def forward(self, x):
-            return torch.stack([torch.zeros(len(x)), x[:, 0, 0, 0]], dim=1)
+class FirstPixel(torch.nn.Module):  # the logit of class 1 is the top-left pixel
+    def forward(self, x):
+        return torch.stack([torch.zeros(len(x)), x[:, 0, 0, 0]], dim=1)
 
+
+def test_occlusion_and_correlation_helpers():
     x = torch.ones(3, 1, 4, 4)
     drop = dg.occlusion_importance(
         FirstPixel(), x, torch.ones(3, dtype=torch.long), patch=2, fill=0.0
@@ -128,10 +129,6 @@ def test_occlusion_and_correlation_helpers():
 
 
 def test_occlusion_fills():
-    class FirstPixel(torch.nn.Module):  # the logit of class 1 is the top-left pixel
-        def forward(self, x):
-            return torch.stack([torch.zeros(len(x)), x[:, 0, 0, 0]], dim=1)
-
     x, labels = torch.ones(3, 1, 4, 4), torch.ones(3, dtype=torch.long)
     model = FirstPixel()
     same = dg.occlusion_importance(model, x, labels, patch=2, fill=torch.ones(1, 1, 4, 4))
