@@ -115,6 +115,28 @@ def test_report_holds_the_chapters_fields(checkpoint):
         assert maskless["step_smoothed_below_1"] < maskless["step_smoothed_below_0.2"]
 
 
+def test_last_position_losses(checkpoint, data):
+    model, maskless, _ = checkpoint
+    _, _, val_ids = data
+    ids = val_ids[:3001]
+    full = char_lm.last_position_losses(model, ids, model.config.block_size)
+    assert full.shape == (len(range(0, len(ids) - 64 - 1, 64)),)
+    assert math.isclose(full.mean().item(), char_lm.evaluate(model, ids, last_only=True), rel_tol=1e-6)
+    # each loss is the cross-entropy of one window's last position, scored on its own
+    x, y = char_lm.windows(ids, torch.tensor([2 * 13]), 13)
+    with torch.no_grad():
+        one = torch.nn.functional.cross_entropy(model(x)[:, -1], y[:, -1])
+    assert math.isclose(char_lm.last_position_losses(model, ids, 13, stride=13)[2].item(), one.item(), rel_tol=1e-5)
+    dense = char_lm.last_position_losses(model, ids, 13, stride=5)
+    assert len(dense) == len(range(0, len(ids) - 13 - 1, 5))
+    # the maskless forward copies where it can: the end of a short window is far worse than uniform
+    short = char_lm.last_position_losses(maskless, ids, 16, causal=False)
+    assert short.mean() > math.log(model.config.vocab_size)
+    for bad, match in (({"length": 0}, "length"), ({"length": 65}, "length"), ({"length": 8, "stride": 0}, "stride")):
+        with pytest.raises(ValueError, match=match):
+            char_lm.last_position_losses(model, ids, **bad)
+
+
 def test_forward_without_mask_sees_the_future():
     torch.manual_seed(0)
     model = GPT(char_lm.model_config(11, n_layer=1)).eval()

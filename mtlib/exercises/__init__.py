@@ -42,7 +42,12 @@ from mtlib.exercises.ch09 import (
     check_hf_attention_mask,
     check_mlm_masking,
 )
-from mtlib.exercises.ch10 import check_causal_lm_loss, check_top_k_probs, check_top_p_probs
+from mtlib.exercises.ch10 import (
+    check_causal_lm_loss,
+    check_min_p_probs,
+    check_top_k_probs,
+    check_top_p_probs,
+)
 from mtlib.exercises.ch11 import (
     check_alpha_rollout,
     check_attention_rollout,
@@ -88,6 +93,7 @@ __all__ = [
     "check_hf_attention_mask",
     "check_mlm_masking",
     "check_causal_lm_loss",
+    "check_min_p_probs",
     "check_top_k_probs",
     "check_top_p_probs",
     "check_alpha_rollout",

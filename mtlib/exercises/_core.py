@@ -76,7 +76,7 @@ def _compare(
         )
     if not got.is_floating_point():
         raise _fail(checker, where, f"expected a floating-point tensor, got dtype {got.dtype}")
-    got = got.detach().to(expected.dtype)
+    got = got.detach().to(device=expected.device, dtype=expected.dtype)  # a GPU result is compared too
     if not torch.isfinite(got).all():
         bad = (~torch.isfinite(got)).nonzero()[0].tolist()
         raise _fail(
@@ -142,7 +142,7 @@ def _check(
                 except RuntimeError:  # the mistake cannot even run on this case's shapes
                     continue
                 differs = not torch.allclose(wrong, expected, atol=atol, rtol=0, equal_nan=True)
-                if differs and torch.allclose(got.detach().double(), wrong, atol=atol, rtol=0, equal_nan=True):
+                if differs and torch.allclose(got.detach().to(wrong.device).double(), wrong, atol=atol, rtol=0, equal_nan=True):
                     raise _fail(checker, where, "your output equals a known mistake", hint)
         _compare(checker, where, got, expected, case.hint, atol)
     print(f"{checker}: all {len(cases)} cases passed.")

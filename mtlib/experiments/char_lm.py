@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from mtlib import train
@@ -47,6 +48,7 @@ __all__ = [
     "evaluate",
     "first_below",
     "forward_without_mask",
+    "last_position_losses",
     "load_checkpoint",
     "model_config",
     "smoothed",
@@ -259,6 +261,49 @@ def evaluate(
         total += train.sequence_loss(logits, y).item() * y.numel()
         count += y.numel()
     return total / count
+
+
+@torch.no_grad()
+def last_position_losses(
+    model: GPT,
+    ids: Tensor,
+    length: int,
+    *,
+    stride: int | None = None,
+    causal: bool = True,
+    batch_size: int = 256,
+) -> Tensor:
+    """The cross-entropy (nats) of the last position of windows of ``length`` tokens of ``ids``.
+
+    The last position of a window has no future token in its input, as in generation from a
+    prompt of ``length`` tokens. Their mean and its standard error (``std / sqrt(n)``) measure
+    how the loss depends on the context length; ``evaluate(..., last_only=True)`` is the mean at
+    ``length = block_size``.
+
+    Args:
+        model: the GPT.
+        ids: token ids (1-D).
+        length: window length, 1 to ``model.config.block_size``.
+        stride: distance between window starts (default ``length``: non-overlapping windows;
+            a smaller stride scores more positions of the same text).
+        causal: False evaluates :func:`forward_without_mask`.
+        batch_size: windows per forward pass.
+
+    Returns:
+        (W,) float tensor, one loss per window.
+    """
+    if not 1 <= length <= model.config.block_size:
+        raise ValueError(f"length must be 1 to block_size={model.config.block_size}, got {length}")
+    stride = length if stride is None else stride
+    if stride < 1:
+        raise ValueError(f"stride must be at least 1, got {stride}")
+    starts = torch.arange(0, len(ids) - length - 1, stride, device=ids.device)  # (W,)
+    out = []
+    for chunk in starts.split(batch_size):
+        x, y = windows(ids, chunk, length)  # (b, length) each
+        logits = model(x) if causal else forward_without_mask(model, x)  # (b, length, V)
+        out.append(F.cross_entropy(logits[:, -1].float(), y[:, -1], reduction="none"))
+    return torch.cat(out)
 
 
 def forward_without_mask(model: GPT, idx: Tensor) -> Tensor:

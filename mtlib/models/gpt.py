@@ -94,7 +94,7 @@ class GPTConfig:
 
     @classmethod
     def tiny(cls, **overrides: Any) -> GPTConfig:
-        """A character-level model that trains in about a minute on a CPU: 4 layers, d_model 96,
+        """A small character-level model for a CPU: 4 layers, d_model 96,
         4 heads, 128 positions, 96 ids (enough for printable ASCII)."""
         small = cls(vocab_size=96, block_size=128, n_layer=4, d_model=96, num_heads=4,
                     d_ff=384, dropout=0.0)  # fmt: skip
