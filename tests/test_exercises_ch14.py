@@ -5,15 +5,44 @@ import torch
 
 from mtlib import exercises
 
-# ---- RMS norm --------------------------------------------------------------------------------
+# ---- RMS norm, safe in half precision -------------------------------------------------------
 
 
 def good_rms(x, weight, eps):
+    mean_square = x.float().pow(2).mean(-1, keepdim=True)
+    return (weight.float() * x.float() / torch.sqrt(mean_square + eps)).to(x.dtype)
+
+
+def good_rms_rsqrt(x, weight, eps):  # a correct variant: rsqrt, the gain applied in x's dtype
+    mean_square = x.float().square().mean(dim=-1, keepdim=True)
+    return (x.float() * torch.rsqrt(mean_square + eps)).to(x.dtype) * weight
+
+
+def good_rms_library(x, weight, eps):  # a correct variant: PyTorch's own (upcasts inside)
+    return torch.nn.functional.rms_norm(x, x.shape[-1:], weight, eps)
+
+
+def good_rms_double(x, weight, eps):  # a correct variant: float64 throughout
+    y = x.double()
+    return (weight.double() * y / y.pow(2).mean(-1, keepdim=True).add(eps).sqrt()).to(x.dtype)
+
+
+def half_squares(x, weight, eps):  # the page's formula as is: x**2 in float16 is inf
     return weight * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 
-def good_rms_rsqrt(x, weight, eps):  # a correct variant
-    return x * torch.rsqrt(x.square().mean(dim=-1, keepdim=True) + eps) * weight
+def mean_square_cast_back(x, weight, eps):  # float32 squares, but the mean cast back to x's dtype
+    mean_square = x.float().pow(2).mean(-1, keepdim=True).to(x.dtype)
+    return weight * x * torch.rsqrt(mean_square.float() + eps).to(x.dtype)
+
+
+def not_cast_back(x, weight, eps):
+    mean_square = x.float().pow(2).mean(-1, keepdim=True)
+    return weight * x * torch.rsqrt(mean_square + eps)  # float32 wins the type promotion
+
+
+def fixed_half(x, weight, eps):
+    return good_rms(x.float(), weight.float(), eps).half()
 
 
 def layer_norm(x, weight, eps):
@@ -21,40 +50,72 @@ def layer_norm(x, weight, eps):
 
 
 def eps_outside(x, weight, eps):
-    return weight * x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps)
+    y = x.float()
+    return (weight * y / (y.pow(2).mean(-1, keepdim=True).sqrt() + eps)).to(x.dtype)
+
+
+def no_eps(x, weight, eps):
+    return good_rms(x, weight, 0.0)
+
+
+def eps_in_sum(x, weight, eps):  # sqrt(d) x / ||x||, eps added to the sum
+    y = x.float()
+    return (weight * y * y.shape[-1] ** 0.5 / torch.sqrt(y.pow(2).sum(-1, keepdim=True) + eps)).to(
+        x.dtype
+    )
 
 
 def l2(x, weight, eps):
-    return weight * x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + eps)
+    y = x.float()
+    return (weight * y / torch.sqrt(y.pow(2).sum(-1, keepdim=True) + eps)).to(x.dtype)
 
 
 def no_gain(x, weight, eps):
-    return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return good_rms(x, torch.ones_like(weight), eps)
 
 
 def variance(x, weight, eps):
-    return weight * x / torch.sqrt(x.var(-1, keepdim=True) + eps)
+    y = x.float()
+    return (weight * y / torch.sqrt(y.var(-1, keepdim=True) + eps)).to(x.dtype)
 
 
 def test_correct_rms_norms_pass(capsys):
-    exercises.check_rms_norm(good_rms)
-    exercises.check_rms_norm(good_rms_rsqrt)
-    assert capsys.readouterr().out.count("check_rms_norm: all 3 cases passed.") == 2
+    for good in (good_rms, good_rms_rsqrt, good_rms_library, good_rms_double):
+        exercises.check_rms_norm(good)
+    assert capsys.readouterr().out.count("check_rms_norm: all 4 cases passed.") == 4
 
 
 @pytest.mark.parametrize(
     "bad, match",
     [
-        (layer_norm, r"(?s)case 1 of 3 .*Hint: you subtracted the mean"),
-        (eps_outside, r"(?s)case 3 of 3 .*Hint: eps goes INSIDE"),
-        (l2, r"(?s)case 1 of 3 .*Hint: you divided by the L2 norm"),
-        (no_gain, r"(?s)case 2 of 3 .*Hint: multiply by the gain"),
-        (variance, r"(?s)case 1 of 3 .*Hint: x.var subtracts the mean"),
+        (half_squares, r"(?s)case 3 of 4 .*Hint: the mean square must stay in float32"),
+        (mean_square_cast_back, r"(?s)case 3 of 4 .*Hint: the mean square must stay in float32"),
+        (
+            not_cast_back,
+            r"(?s)case 3 of 4 .*got torch.float32.*Hint: the float32 \(or float64\) copy is only",
+        ),
+        (fixed_half, r"(?s)case 1 of 4 .*Hint: x is torch.float32 here: cast back to x.dtype"),
+        (layer_norm, r"(?s)case 1 of 4 .*Hint: you subtracted the mean"),
+        (eps_outside, r"(?s)case 2 of 4 .*Hint: eps goes INSIDE"),
+        (no_eps, r"(?s)case 2 of 4 .*Hint: eps matters here"),
+        (eps_in_sum, r"(?s)case 2 of 4 .*Hint: eps is added to the MEAN square"),
+        (l2, r"(?s)case 1 of 4 .*Hint: you divided by the L2 norm"),
+        (no_gain, r"(?s)case 1 of 4 .*Hint: what happened to the gain"),
+        (variance, r"(?s)case 1 of 4 .*Hint: x.var subtracts the mean"),
     ],
 )
 def test_rms_norm_mistakes_are_named(bad, match):
     with pytest.raises(exercises.CheckFailed, match=match):
         exercises.check_rms_norm(bad)
+
+
+def test_rms_norm_half_case_overflows_float16():
+    # the float16 case really overflows when squared in float16, and the reference does not
+    x = (torch.randn(4, 16, generator=torch.Generator().manual_seed(14)) * 300).half()
+    assert (
+        torch.isinf(x.pow(2).mean(-1)).all()
+        and torch.isfinite(good_rms(x, torch.ones(16).half(), 1e-6)).all()
+    )
 
 
 # ---- span corruption ------------------------------------------------------------------------
@@ -116,6 +177,45 @@ def with_eos(tokens, noise, sentinel_ids):
     return inputs, torch.cat([torch.as_tensor(targets), torch.tensor([1])])
 
 
+def reversed_sentinel_list(tokens, noise, sentinel_ids):  # reversed(sentinel_ids): from the end
+    return good_spans(tokens, noise, list(reversed(sentinel_ids)))
+
+
+def last_span_lost(tokens, noise, sentinel_ids):  # a span is written out only at a clean token
+    inputs, targets, k, current = [], [], 0, None
+    for tok, n in zip(tokens.tolist(), noise.tolist(), strict=True):
+        if n:
+            if current is None:
+                current = [tok]
+                inputs.append(sentinel_ids[k])
+            else:
+                current.append(tok)
+        else:
+            if current is not None:
+                targets += [sentinel_ids[k], *current]
+                k, current = k + 1, None
+            inputs.append(tok)
+    return inputs, targets
+
+
+def sentinel_after_span(tokens, noise, sentinel_ids):
+    inputs, targets = good_spans(tokens, noise, sentinel_ids)
+    out, span, current = [], [], None
+    for t in targets.tolist():
+        if t in sentinel_ids:
+            if current is not None:
+                out += [*span, current]
+            current, span = t, []
+        else:
+            span.append(t)
+    return inputs, out + [*span, current]
+
+
+def spans_on_device(tokens, noise, sentinel_ids):  # a tensor made on another device than the inputs
+    inputs, targets = good_spans(tokens, noise, sentinel_ids)
+    return torch.cat([inputs, torch.tensor([], dtype=torch.long, device="meta")]), targets
+
+
 def test_correct_span_corruptions_pass(capsys):
     exercises.check_sentinel_spans(good_spans)
     exercises.check_sentinel_spans(good_spans_lists)
@@ -134,6 +234,10 @@ def test_correct_span_corruptions_pass(capsys):
         (noise_kept, r"(?s)case 1 of 3 .*Hint: the noise tokens must leave the input"),
         (reversed_sentinels, r"(?s)case 1 of 3 .*Hint: the FIRST span gets sentinel_ids\[0\]"),
         (with_eos, r"(?s)case 1 of 3 .*Hint: no </s>"),
+        (reversed_sentinel_list, r"(?s)case 1 of 3 .*Hint: the FIRST span gets sentinel_ids\[0\]"),
+        (last_span_lost, r"(?s)case 2 of 3 .*Hint: your target stops before the last span"),
+        (sentinel_after_span, r"(?s)case 1 of 3 .*Hint: which comes first in the target"),
+        (spans_on_device, r"(?s)case 1 of 3 .*Hint: the inputs are CPU tensors"),
     ],
 )
 def test_span_corruption_mistakes_are_named(bad, match):
@@ -197,6 +301,42 @@ def zero_after(tokens, spans, mask_id):
     return good_infill(tokens, [(s + 1 if n == 0 else s, n) for s, n in spans], mask_id)
 
 
+def left_to_right_slices(tokens, spans, mask_id):  # the later starts drift left
+    out = tokens.tolist()
+    for start, length in spans:
+        out[start : start + length] = [mask_id]
+    return out
+
+
+def zero_replaces_a_token(tokens, spans, mask_id):
+    out = tokens.tolist()
+    for start, length in sorted(spans, reverse=True):
+        out[start : start + max(length, 1)] = [mask_id]
+    return out
+
+
+def span_at_end_lost(tokens, spans, mask_id):  # the loop stops at T: a span starting at T is lost
+    out, i, starts = [], 0, dict(spans)
+    tokens = tokens.tolist()
+    while i < len(tokens):
+        if i in starts:
+            out.append(mask_id)
+            i += starts.pop(i)
+            if i >= len(tokens):
+                break
+        out.append(tokens[i])
+        i += 1
+    return out
+
+
+def infill_on_device(tokens, spans, mask_id):  # torch.tensor(..., device=device) beside CPU slices
+    pieces, previous = [], 0
+    for start, length in spans:
+        pieces += [tokens[previous:start], torch.tensor([mask_id], device="meta")]
+        previous = start + length
+    return torch.cat([*pieces, tokens[previous:]])
+
+
 def test_correct_infillings_pass(capsys):
     exercises.check_text_infilling(good_infill)
     exercises.check_text_infilling(good_infill_backwards)
@@ -210,6 +350,10 @@ def test_correct_infillings_pass(capsys):
         (deleted, r"(?s)case 1 of 3 .*Hint: put a mask where each span was"),
         (zero_skipped, r"(?s)case 2 of 3 .*Hint: a span of length 0 still inserts one mask"),
         (zero_after, r"(?s)case 2 of 3 .*Hint: a span of length 0 inserts its mask BEFORE"),
+        (left_to_right_slices, r"(?s)case 1 of 3 .*Hint: once an earlier span has become one mask"),
+        (zero_replaces_a_token, r"(?s)case 2 of 3 .*Hint: a span of length 0 hides nothing"),
+        (span_at_end_lost, r"(?s)case 3 of 3 .*Hint: a span may start at T"),
+        (infill_on_device, r"(?s)case 1 of 3 .*Hint: the inputs are CPU tensors"),
     ],
 )
 def test_infilling_mistakes_are_named(bad, match):

@@ -136,3 +136,70 @@ def test_script_reproduces_the_multitask_report(tmp_path, multitask):
     tp.main(["--seeds", "0", "--only", "multitask", "--out-multitask", str(tmp_path / "again.pt")])
     _, again = tp.load_multitask(tmp_path / "again.pt")
     assert again["runs"]["multitask/0"]["accuracy"] == report["runs"]["multitask/0"]["accuracy"]
+
+
+# ---- BART in the book's plumbing (exercise 5) and the digit lengths --------------------------
+
+
+def test_new_bart_has_the_books_ids_trains_and_stops_at_eos():
+    from dataclasses import replace
+
+    bart = tp.new_bart(0)
+    c = bart.config
+    assert (c.pad_token_id, c.eos_token_id, c.decoder_start_token_id) == (0, 1, 0)
+    assert c.vocab_size == tp.vocab().size and c.d_model == tp.model_config().d_model
+    assert c.max_position_embeddings >= 32 + 2  # a pretraining window, a 12-digit input
+    history = tp.train_run(
+        bart, tp.task_stream(tp.TASKS, 96, 0), tp.multitask_settings(), seed=0, steps=30
+    )
+    assert history.loss[-1] < history.loss[0] - 1.0  # measured: 7.55 -> 5.4 nats
+    batch = tp.heldout_task_batch("reverse", 8)
+    out = bart.generate(batch.input_ids, 12, attention_mask=batch.attention_mask)  # (8, 1+n)
+    assert (out[:, 0] == 0).all() and (out == 1).any(dim=1).all()  # starts from 0, stops at </s>
+    rows = tp.generate(bart, batch, max_new_tokens=12)
+    assert all(1 not in row and len(row) < 12 for row in rows)
+    # tp.generate cuts where the MODEL stops: its config's eos, not a literal 1
+    with torch.no_grad():
+        bart.final_logits_bias[0, 7] = 1e4  # greedy now always writes id 7
+    bart.config = replace(bart.config, eos_token_id=7)
+    assert tp.generate(bart, batch, max_new_tokens=5) == [[]] * 8
+
+
+def test_train_run_refuses_a_model_with_other_special_ids():
+    from mtlib.models.bart import BART, BARTConfig
+
+    stream, settings = tp.task_stream(tp.TASKS, 96, 0), tp.multitask_settings()
+    wrong = BART(BARTConfig.tiny(vocab_size=tp.vocab().size))  # pad 1, </s> 2, start 2
+    with pytest.raises(
+        ValueError, match=r"pad_token_id=1 .*eos_token_id=2 .*decoder_start_token_id=2"
+    ):
+        tp.train_run(wrong, stream, settings, seed=0, steps=1)
+    with pytest.raises(ValueError, match=r"eos_token_id=2 \(the batches use 1\)"):
+        tp.train_run(tp.new_bart(0, eos_token_id=2), stream, settings, seed=0, steps=1)
+    tp.train_run(tp.new_model(0), stream, settings, seed=0, steps=1)  # T5 has the book's ids
+
+
+def test_task_examples_lengths():
+    g = torch.Generator().manual_seed(0)
+    for task in ("reverse", "sort"):
+        got = {len(s) - 1 for s, _ in tp.task_examples(task, 300, split="heldout", generator=g,
+                                                        lengths=(8, 12))}  # fmt: skip
+        assert got == set(range(8, 13))
+    batch = tp.heldout_task_batch("reverse", 20, lengths=(12, 12))
+    assert batch.input_ids.shape[1] == 1 + 12 + 1 and (batch.attention_mask == 1).all()
+    # the default is the training lengths, drawn exactly as before (the stored runs' data)
+    g1, g2 = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    default = tp.task_examples("sort", 200, split="train", generator=g1)
+    assert default == tp.task_examples("sort", 200, split="train", generator=g2, lengths=(3, 7))
+    assert {len(s) - 1 for s, _ in default} == set(range(3, 8)) and tp.DIGIT_LENGTHS == (3, 7)
+    g3 = torch.Generator().manual_seed(3)
+    for source, _ in default[:50]:  # the committed code: randint(3, 8), then the digits
+        length = int(torch.randint(3, 8, (1,), generator=g3))
+        digits = [str(d) for d in torch.randint(0, 10, (length,), generator=g3).tolist()]
+        while tp._heldout_key(f"digits:{''.join(digits)}"):  # held-out strings are skipped
+            length = int(torch.randint(3, 8, (1,), generator=g3))
+            digits = [str(d) for d in torch.randint(0, 10, (length,), generator=g3).tolist()]
+        assert source[1:] == digits
+    for bad in ((0, 3), (5, 4), (True, 3)):
+        with pytest.raises(ValueError, match="lengths must be"):
+            tp.task_examples("reverse", 1, split="train", generator=g, lengths=bad)

@@ -49,18 +49,23 @@ from mtlib import train, utils
 from mtlib.data.corpus import pydoc_topics
 from mtlib.data.translation import WORDS, number_to_words
 from mtlib.denoising import span_corruption
+from mtlib.models.bart import BART, BARTConfig
 from mtlib.models.t5 import T5, T5Config
 from mtlib.utils import seed_everything
 
 __all__ = [
+    "DIGIT_LENGTHS",
     "HELDOUT_SEED",
     "MASKS_PER_SENTENCE",
     "MULTITASK_CHECKPOINT",
     "PRETRAIN_CHECKPOINT",
+    "SPECIAL_IDS",
     "TASKS",
     "Batch",
     "Settings",
     "Vocab",
+    "bart_config",
+    "check_special_ids",
     "corpus_text",
     "downstream_sentences",
     "evaluate_task",
@@ -87,6 +92,7 @@ __all__ = [
     "fill_stream",
     "span_stream",
     "new_model",
+    "new_bart",
     "run_multitask",
     "run_pretrain",
     "run_finetune",
@@ -118,6 +124,10 @@ MASKS_PER_SENTENCE = 3
 HELDOUT_SEED = 2020
 #: The multi-task run's second control is the same run, twice as long (this many optimizer steps).
 LONG_STEPS = 1200
+#: Fewest and most digits (both included) of a ``reverse:`` / ``sort:`` input by default.
+DIGIT_LENGTHS = (3, 7)
+#: The special ids of :class:`Vocab` that :func:`make_batch` and :func:`generate` rely on.
+SPECIAL_IDS = {"pad_token_id": 0, "eos_token_id": 1, "decoder_start_token_id": 0}
 
 
 # --------------------------------------------------------------------------------------------
@@ -201,6 +211,19 @@ def model_config(**overrides: Any) -> T5Config:
     return T5Config.tiny(**{"vocab_size": vocab().size, "dropout": 0.0, **overrides})
 
 
+def bart_config(**overrides: Any) -> BARTConfig:
+    """A BART of the T5's size for this vocabulary: ``BARTConfig.tiny`` with the book's ids.
+
+    2 + 2 layers, d_model 64, 4 heads, d_ff 128, no dropout, 128 positions (every input and
+    target of the tasks fits, a 12-digit ``reverse:`` input included). ``BARTConfig``'s own
+    special ids (pad 1, ``</s>`` 2, decoder start 2) would collide with this vocabulary, where 1
+    is ``</s>`` and 2 is ``<unk>``: here pad and decoder start are 0 and ``</s>`` is 1, as
+    :func:`make_batch` builds the batches (:data:`SPECIAL_IDS`; ``bos_token_id`` 0 is unused).
+    """
+    return BARTConfig.tiny(**{"vocab_size": vocab().size, "dropout": 0.0, "bos_token_id": 0,
+                              **SPECIAL_IDS, **overrides})  # fmt: skip
+
+
 # --------------------------------------------------------------------------------------------
 # Batches
 # --------------------------------------------------------------------------------------------
@@ -241,17 +264,29 @@ def _heldout_key(key: str) -> bool:
 
 
 def task_examples(
-    task: str, n: int, *, split: str, generator: torch.Generator
+    task: str,
+    n: int,
+    *,
+    split: str,
+    generator: torch.Generator,
+    lengths: tuple[int, int] = DIGIT_LENGTHS,
 ) -> list[tuple[list[str], list[str]]]:
     """``n`` (source words, target words) pairs of a task, from the training or held-out split.
 
-    ``reverse`` and ``sort``: 3 to 7 digits; ``words``: a number from 0 to 9,999. Numbers below
-    100 are always in training (they are the task's dictionary).
+    ``reverse`` and ``sort``: ``lengths`` = (fewest, most) digits, both included, each length
+    equally likely (default 3 to 7, what the models were trained on); ``words``: a number from
+    0 to 9,999 (``lengths`` is not used). Numbers below 100 are always in training (they are
+    the task's dictionary).
     """
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
     if split not in ("train", "heldout"):
         raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
+    low, high = lengths
+    if isinstance(low, bool) or isinstance(high, bool) or not 1 <= low <= high:
+        raise ValueError(
+            f"lengths must be (fewest, most) digits with 1 <= fewest <= most, got {lengths!r}"
+        )
     out: list[tuple[list[str], list[str]]] = []
     while len(out) < n:
         if task == "words":
@@ -260,7 +295,7 @@ def task_examples(
             held = number >= 100 and _heldout_key(f"words:{number}")
             target = number_to_words(number)
         else:
-            length = int(torch.randint(3, 8, (1,), generator=generator))
+            length = int(torch.randint(low, high + 1, (1,), generator=generator))
             digits = [str(d) for d in torch.randint(0, 10, (length,), generator=generator).tolist()]
             held = _heldout_key(f"digits:{''.join(digits)}")
             target = digits[::-1] if task == "reverse" else sorted(digits)
@@ -270,12 +305,19 @@ def task_examples(
 
 
 def task_batch(
-    tasks: Sequence[str], per_task: int, *, split: str, generator: torch.Generator
+    tasks: Sequence[str],
+    per_task: int,
+    *,
+    split: str,
+    generator: torch.Generator,
+    lengths: tuple[int, int] = DIGIT_LENGTHS,
 ) -> Batch:
-    """A batch of ``per_task`` examples of each task in ``tasks`` (in that order)."""
+    """A batch of ``per_task`` examples of each task in ``tasks`` (in that order); ``lengths``
+    as in :func:`task_examples`."""
     v = vocab()
     pairs = [(v.encode(s), v.encode(t)) for task in tasks
-             for s, t in task_examples(task, per_task, split=split, generator=generator)]  # fmt: skip
+             for s, t in task_examples(task, per_task, split=split, generator=generator,
+                                       lengths=lengths)]  # fmt: skip
     return make_batch(pairs)
 
 
@@ -392,8 +434,30 @@ def finetune_settings(**overrides: Any) -> Settings:
     )
 
 
+def check_special_ids(model: torch.nn.Module) -> None:
+    """Refuse a model whose ``config`` disagrees with the batches' special ids.
+
+    :func:`make_batch` pads with 0, ends every sequence with ``</s>`` = 1 and starts every
+    decoder from 0 (:data:`SPECIAL_IDS`); a model that pads, stops or starts with other ids
+    would train without complaint and then never start or stop correctly in ``generate``.
+
+    Raises:
+        ValueError: naming each id that differs (e.g. ``BARTConfig.tiny``'s defaults).
+    """
+    config = getattr(model, "config", None)
+    wrong = [f"{name}={getattr(config, name)} (the batches use {want})"
+             for name, want in SPECIAL_IDS.items()
+             if hasattr(config, name) and getattr(config, name) != want]  # fmt: skip
+    if wrong:
+        raise ValueError(
+            f"the model's special ids disagree with the book's vocabulary (<pad> 0, </s> 1, "
+            f"decoder start 0): {', '.join(wrong)}; build it with these ids "
+            f"(for BART: tp.bart_config() or tp.new_bart(seed))"
+        )
+
+
 def train_run(
-    model: T5,
+    model: torch.nn.Module,
     batches: Callable[[int], Batch],
     settings: Settings,
     *,
@@ -402,7 +466,12 @@ def train_run(
     eval_fn: Callable[[torch.nn.Module], dict[str, float]] | None = None,
     eval_every: int = 25,
 ) -> train.History:
-    """Train ``model`` in place with AdamW, warm-up + cosine decay and clipping."""
+    """Train ``model`` in place with AdamW, warm-up + cosine decay and clipping.
+
+    ``model`` is a :class:`~mtlib.models.t5.T5` or :class:`~mtlib.models.bart.BART` (anything
+    with the same ``forward``); its special ids must be the batches' (:func:`check_special_ids`).
+    """
+    check_special_ids(model)
     total = settings.steps if steps is None else steps
     return train.fit(model, loss_fn, batches, steps=total, lr=settings.lr, clip_norm=settings.clip_norm,
                      schedule=train.warmup_cosine(settings.warmup, settings.steps), seed=seed,
@@ -418,33 +487,38 @@ def _round_to_half(model: T5) -> T5:
 
 
 @torch.no_grad()
-def generate(model: T5, batch: Batch, max_new_tokens: int = 16) -> list[list[int]]:
-    """Greedy outputs, each cut at its first ``</s>`` (excluded)."""
+def generate(model: T5 | BART, batch: Batch, max_new_tokens: int = 16) -> list[list[int]]:
+    """Greedy outputs, each cut at its first ``</s>`` (the model's ``config.eos_token_id``,
+    excluded)."""
     model.eval()
+    eos = model.config.eos_token_id
     out = model.generate(
         batch.input_ids, max_new_tokens, attention_mask=batch.attention_mask
     )  # (B, 1+n)
     rows = []
     for row in out[:, 1:].tolist():
-        rows.append(row[: row.index(1)] if 1 in row else row)
+        rows.append(row[: row.index(eos)] if eos in row else row)
     return rows
 
 
-def exact_match(model: T5, batch: Batch) -> float:
+def exact_match(model: T5 | BART, batch: Batch) -> float:
     """Share of examples whose whole greedy output equals the target."""
     got = generate(model, batch, max_new_tokens=batch.labels.shape[1] + 2)
     want = [[t for t in row if t not in (0, 1)] for row in batch.labels.tolist()]
     return sum(g == w for g, w in zip(got, want, strict=True)) / len(want)
 
 
-def heldout_task_batch(task: str, n: int = 300) -> Batch:
-    """The fixed held-out sample of a task that every report uses."""
+def heldout_task_batch(
+    task: str, n: int = 300, *, lengths: tuple[int, int] = DIGIT_LENGTHS
+) -> Batch:
+    """The fixed held-out sample of a task that every report uses (``lengths`` as in
+    :func:`task_examples`: other lengths give another fixed sample)."""
     return task_batch(
-        [task], n, split="heldout", generator=utils.fixed_generator(HELDOUT_SEED)
+        [task], n, split="heldout", generator=utils.fixed_generator(HELDOUT_SEED), lengths=lengths
     )
 
 
-def evaluate_task(model: T5, task: str, n: int = 300) -> float:
+def evaluate_task(model: T5 | BART, task: str, n: int = 300) -> float:
     """Held-out exact-match accuracy of ``model`` on ``task`` (``"fill"`` included)."""
     if task == "fill":
         return exact_match(model, heldout_fill_batch())
@@ -557,6 +631,12 @@ def new_model(seed: int) -> T5:
     """A freshly initialised model of :func:`model_config`, seeded."""
     seed_everything(seed)
     return T5(model_config())
+
+
+def new_bart(seed: int, **overrides: Any) -> BART:
+    """A freshly initialised BART of :func:`bart_config` (``overrides`` passed on), seeded."""
+    seed_everything(seed)
+    return BART(bart_config(**overrides))
 
 
 def run_multitask(

@@ -398,14 +398,17 @@ class T5(nn.Module):
 
     @torch.no_grad()
     def _init_weights(self) -> None:
-        """T5's initialisation (Mesh TensorFlow): each matrix has standard deviation
+        """T5's initialisation (Mesh TensorFlow, T5X): each matrix has standard deviation
         ``fan_in ** -0.5``, except the query projection, ``(d_model * d_kv) ** -0.5``: the
         ``1 / sqrt(d_kv)`` that other Transformers put on the logits is folded in here.
-        Embedding (and untied head) N(0, 1); norms 1."""
+        Embedding N(0, 1); norms 1. An untied head (T5 v1.1) is a matrix like the others,
+        ``d_model ** -0.5`` (T5X's fan-in default), so the logits start at about unit scale
+        without the tied head's rescale. Hugging Face draws it from N(0, 1) instead, which
+        makes the initial logits ``sqrt(d_model)`` times too large (chapter 14, section 14.6)."""
         c = self.config
         nn.init.normal_(self.shared.weight, std=1.0)
         if not c.tie_word_embeddings:
-            nn.init.normal_(self.lm_head.weight, std=1.0)
+            nn.init.normal_(self.lm_head.weight, std=c.d_model**-0.5)
         for module in self.modules():
             if isinstance(module, MultiHeadAttention):
                 nn.init.normal_(module.q_proj.weight, std=(c.d_model * c.d_kv) ** -0.5)

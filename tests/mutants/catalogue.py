@@ -62,7 +62,7 @@ MODULE_TESTS: dict[str, tuple[str, ...]] = {
     "mtlib/blocks.py": ("tests/test_blocks.py", "tests/test_transformer.py"),
     "mtlib/transformer.py": ("tests/test_transformer.py", "tests/test_api_traps.py"),
     "mtlib/models/bart.py": ("tests/test_models_bart.py",),
-    "mtlib/models/t5.py": ("tests/test_models_t5_v11.py", "tests/test_models_t5.py"),
+    "mtlib/models/t5.py": ("tests/test_models_t5_v11.py", "tests/test_models_t5.py", "tests/test_t5_init.py"),
     "mtlib/models/gpt.py": ("tests/test_models_gpt.py",),
 }
 
@@ -768,6 +768,12 @@ MUTANTS: list[Mutant] = [
         "        return _clamp_float16(x + self.dropout(self.ff(self.ff_norm(x))))\n",
         "        return x + self.dropout(self.ff(self.ff_norm(x)))\n",
         "T5 in float16: the feed-forward sum not clamped as Hugging Face does (inf, then NaN logits)",
+    ),
+    Mutant(  # review of chapter 14, 1.5 / 5.2
+        "D05", "mtlib/models/t5.py",
+        "            nn.init.normal_(self.lm_head.weight, std=c.d_model**-0.5)\n",
+        "            nn.init.normal_(self.lm_head.weight, std=1.0)\n",
+        "T5 v1.1's untied head drawn from N(0, 1) (Hugging Face's init): logits sqrt(d_model) too large",
     ),
     Mutant(  # issue 25's G4
         "D03", "mtlib/models/gpt.py",

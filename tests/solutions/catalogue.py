@@ -245,7 +245,7 @@ VARIANTS: dict[str, list[Callable[..., Any]]] = {
     "check_shard_indices": [t13.good_shards_arithmetic, t13.good_shards_sampler],
     "check_allreduce_mean": [t13.good_allreduce_loop],
     "check_ring_allreduce_bytes": [t13.good_bytes_by_chunks],
-    "check_rms_norm": [t14.good_rms_rsqrt],
+    "check_rms_norm": [t14.good_rms_rsqrt, t14.good_rms_library],
     "check_sentinel_spans": [t14.good_spans_lists],
     "check_text_infilling": [t14.good_infill],
     "check_rel_shift": [t15.shift_by_gather],
@@ -1139,15 +1139,33 @@ BUGS: dict[str, list[Bug]] = {
     ],
     "check_rms_norm": [
         Bug(
-            "LayerNorm's mean subtraction", t14.layer_norm, r"case 1 of 3 .*you subtracted the mean"
+            "x squared in float16",
+            t14.half_squares,
+            r"case 3 of 4 .*the mean square must stay in float32",
         ),
-        Bug("eps outside the square root", t14.eps_outside, r"case 3 of 3 .*eps goes INSIDE"),
-        Bug("L2 norm instead of RMS", t14.l2, r"case 1 of 3 .*the L2 norm"),
-        Bug("gain forgotten", t14.no_gain, r"case 2 of 3 .*multiply by the gain"),
+        Bug(
+            "mean square cast back to float16",
+            t14.mean_square_cast_back,
+            r"case 3 of 4 .*the mean square must stay in float32",
+        ),
+        Bug(
+            "float32 result not cast back",
+            t14.not_cast_back,
+            r"case 3 of 4 .*copy is only for computing",
+        ),
+        Bug("a fixed .half()", t14.fixed_half, r"case 1 of 4 .*not to a fixed"),
+        Bug(
+            "LayerNorm's mean subtraction", t14.layer_norm, r"case 1 of 4 .*you subtracted the mean"
+        ),
+        Bug("eps outside the square root", t14.eps_outside, r"case 2 of 4 .*eps goes INSIDE"),
+        Bug("no eps", t14.no_eps, r"case 2 of 4 .*eps matters here"),
+        Bug("eps added to the sum", t14.eps_in_sum, r"case 2 of 4 .*added to the MEAN square"),
+        Bug("L2 norm instead of RMS", t14.l2, r"case 1 of 4 .*the L2 norm"),
+        Bug("gain forgotten", t14.no_gain, r"case 1 of 4 .*what happened to the gain"),
         Bug(
             "variance instead of mean square",
             t14.variance,
-            r"case 1 of 3 .*x.var subtracts the mean",
+            r"case 1 of 4 .*x.var subtracts the mean",
         ),
     ],
     "check_sentinel_spans": [
@@ -1166,6 +1184,21 @@ BUGS: dict[str, list[Bug]] = {
             t14.reversed_sentinels,
             r"case 1 of 3 .*the FIRST span gets sentinel_ids",
         ),
+        Bug(
+            "sentinels counted from the end of the list",
+            t14.reversed_sentinel_list,
+            r"case 1 of 3 .*the FIRST span gets sentinel_ids",
+        ),
+        Bug(
+            "the last span never written",
+            t14.last_span_lost,
+            r"case 2 of 3 .*stops before the last span",
+        ),
+        Bug(
+            "each sentinel after its span",
+            t14.sentinel_after_span,
+            r"case 1 of 3 .*which comes first",
+        ),
         Bug("a </s> appended to the target", t14.with_eos, r"case 1 of 3 .*no </s>"),
     ],
     "check_text_infilling": [
@@ -1177,6 +1210,17 @@ BUGS: dict[str, list[Bug]] = {
             t14.zero_after,
             r"case 2 of 3 .*inserts its mask BEFORE",
         ),
+        Bug(
+            "slices assigned left to right",
+            t14.left_to_right_slices,
+            r"case 1 of 3 .*once an earlier span has become one mask",
+        ),
+        Bug(
+            "zero-length span replaces a token",
+            t14.zero_replaces_a_token,
+            r"case 2 of 3 .*hides nothing",
+        ),
+        Bug("the span at T lost", t14.span_at_end_lost, r"case 3 of 3 .*may start at T"),
     ],
     "check_rel_shift": [
         Bug(

@@ -1,10 +1,12 @@
-"""Chapter 14's exercises: RMS norm, span corruption for a given mask, text infilling for given spans."""
+"""Chapter 14's exercises: half-precision RMS norm, span corruption for a given mask, text infilling."""
 
 import torch
 
 
 def rms_norm(x, weight, eps):
-    return weight * x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)  # no mean, no bias
+    mean_square = x.float().pow(2).mean(dim=-1, keepdim=True)  # in float32: x**2 overflows float16
+    normed = weight.float() * x.float() / torch.sqrt(mean_square + eps)  # no mean, no bias
+    return normed.to(x.dtype)  # back to x's dtype
 
 
 def sentinel_spans(tokens, noise, sentinel_ids):
