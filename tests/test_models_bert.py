@@ -100,6 +100,16 @@ def test_sequence_classification_matches_hugging_face(inputs):
     torch.testing.assert_close(logits, ref, atol=1e-4, rtol=0)
 
 
+@pytest.mark.parametrize(("classifier_dropout", "expected"), [(0.5, 0.5), (None, 0.2), (0.0, 0.0)])
+def test_sequence_classification_keeps_the_classifier_dropout(classifier_dropout, expected):
+    config = hf_config(num_labels=2, hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2,
+                       classifier_dropout=classifier_dropout)  # fmt: skip
+    theirs = transformers.BertForSequenceClassification(config)
+    ours = BERTForSequenceClassification.from_hf(theirs)
+    assert theirs.dropout.p == expected  # Hugging Face's own fallback to hidden_dropout_prob
+    assert ours.dropout.p == expected  # not silently the hidden dropout
+
+
 def test_padding_does_not_change_the_real_tokens_outputs():
     torch.manual_seed(5)
     config = BERTConfig(vocab_size=61, max_position=40, d_model=30, num_heads=5, d_ff=37,

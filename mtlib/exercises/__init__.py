@@ -40,6 +40,7 @@ from mtlib.exercises.ch08 import check_greedy_decode, check_label_smoothing_loss
 from mtlib.exercises.ch09 import (
     check_distillation_loss,
     check_hf_attention_mask,
+    check_masked_mean_pool,
     check_mlm_masking,
 )
 from mtlib.exercises.ch10 import (
@@ -52,6 +53,8 @@ from mtlib.exercises.ch11 import (
     check_alpha_rollout,
     check_attention_rollout,
     check_patch_embedding,
+    check_rollout_by_layer,
+    check_unpatchify,
 )
 from mtlib.exercises.ch12 import check_kv_cache_append, check_online_softmax
 from mtlib.exercises.ch13 import (
@@ -91,6 +94,7 @@ __all__ = [
     "check_shift_right",
     "check_distillation_loss",
     "check_hf_attention_mask",
+    "check_masked_mean_pool",
     "check_mlm_masking",
     "check_causal_lm_loss",
     "check_min_p_probs",
@@ -99,6 +103,8 @@ __all__ = [
     "check_alpha_rollout",
     "check_attention_rollout",
     "check_patch_embedding",
+    "check_rollout_by_layer",
+    "check_unpatchify",
     "check_kv_cache_append",
     "check_online_softmax",
     "check_allreduce_mean",

@@ -416,10 +416,16 @@ class BERTForSequenceClassification(nn.Module):
 
     @classmethod
     def from_hf(cls, model: nn.Module) -> BERTForSequenceClassification:
-        """A copy of a ``transformers`` ``BertForSequenceClassification``."""
+        """A copy of a ``transformers`` ``BertForSequenceClassification``.
+
+        Its ``classifier_dropout`` is honoured (Hugging Face falls back to
+        ``hidden_dropout_prob`` when it is None, as mtlib's own classifier does).
+        """
         hf_config: Any = model.config
         config = BERT.config_from_hf(hf_config)
         ours = cls(config, hf_config.num_labels).to(next(model.parameters()))
+        p = getattr(hf_config, "classifier_dropout", None)
+        ours.dropout.p = config.dropout if p is None else float(p)
         load_weights(ours, dict(model.state_dict()), bert_renames(config.n_layer, "bert."))
         return ours.eval()
 

@@ -232,6 +232,7 @@ VARIANTS: dict[str, list[Callable[..., Any]]] = {
         lambda m: m.bool()[:, None, None, :],
         lambda m: (m != 0).unsqueeze(1).unsqueeze(2),
     ],
+    "check_masked_mean_pool": [t09.good_pool_einsum, t09.good_pool_masked_fill],
     "check_distillation_loss": [t09.distill],
     "check_top_k_probs": [t10.good_top_k_sorted, t10.good_top_k_scatter],
     "check_min_p_probs": [t10.good_min_p_probs],
@@ -240,6 +241,8 @@ VARIANTS: dict[str, list[Callable[..., Any]]] = {
     "check_patch_embedding": [t11.good_patches_unfold, t11.good_patches_loop],
     "check_attention_rollout": [t11.good_rollout_normalised],
     "check_alpha_rollout": [t11.good_alpha_rollout_reduce],
+    "check_unpatchify": [t11.good_unpatchify_fold, t11.good_unpatchify_loop],
+    "check_rollout_by_layer": [t11.good_by_layer, t11.good_by_layer_rows],
     "check_online_softmax": [t12.good_merge, t12.good_merge_logsumexp],
     "check_kv_cache_append": [t12.good_append_doubling],
     "check_shard_indices": [t13.good_shards_arithmetic, t13.good_shards_sampler],
@@ -918,6 +921,37 @@ BUGS: dict[str, list[Bug]] = {
             r"expected 15%",
         ),
         Bug("labels from the corrupted inputs", _mlm_labels_from_inputs, r"ORIGINAL ids"),
+        Bug(
+            "specials assumed to be the first ids",
+            partial(t09.masking, specials_first=True),
+            r"\[MASK\]=5, as in the chapter.*special id.*LAST",
+        ),
+        Bug(
+            "[MASK] drawn as a random replacement",
+            partial(t09.masking, mask_as_random=True),
+            r"random replacement can be \[MASK\]",
+        ),
+        Bug("generator ignored", partial(t09.masking, no_generator=True), r"pass generator="),
+        Bug(
+            "labels only at [MASK]",
+            partial(t09.masking, labels_at_mask_only=True),
+            r"kept tokens are chosen tokens too",
+        ),
+        Bug("labels inverted", partial(t09.masking, inverted_labels=True), r"labels are inverted"),
+    ],
+    "check_masked_mean_pool": [
+        Bug("mean over padding too", lambda h, m: h.mean(1), r"case 1 of 3 .*all T positions"),
+        Bug(
+            "masked sum, not mean",
+            lambda h, m: (h * m.float()[..., None]).sum(1),
+            r"case 1 of 3 .*masked SUM",
+        ),
+        Bug(
+            "masked sum over T",
+            lambda h, m: (h * m.float()[..., None]).sum(1) / h.shape[1],
+            r"case 1 of 3 .*divided by T",
+        ),
+        Bug("0/0 on a padded row", t09.pool_nan, r"case 3 of 3 .*NaN.*clamp"),
     ],
     "check_hf_attention_mask": [
         Bug("float mask", lambda m: m.float()[:, None, None, :], r"case 1 of 3 .*bool tensor"),
@@ -958,6 +992,52 @@ BUGS: dict[str, list[Bug]] = {
             "hard loss only",
             lambda s, t, y, T, a: torch.nn.functional.cross_entropy(s, y),
             r"case 1 of 3 .*differ",
+        ),
+        Bug(
+            "alpha swapped",
+            lambda s, t, y, T, a: t09.distill(s, t, y, T, 1 - a),
+            r"case 2 of 3 .*alpha and 1 - alpha are swapped",
+        ),
+        Bug(
+            "hard loss on softened logits",
+            lambda s, t, y, T, a: (
+                a * T**2 * _kl(s, t, T) + (1 - a) * torch.nn.functional.cross_entropy(s / T, y)
+            ),
+            r"case 1 of 3 .*softened logits",
+        ),
+        Bug(
+            "kl_div without log_target",
+            lambda s, t, y, T, a: (
+                a
+                * T**2
+                * torch.nn.functional.kl_div(
+                    torch.log_softmax(s / T, -1), torch.log_softmax(t / T, -1), reduction="batchmean"
+                )
+                + (1 - a) * torch.nn.functional.cross_entropy(s, y)
+            ),
+            r"case 1 of 3 .*NaN.*log_target=True",
+        ),
+        Bug(
+            "tau instead of tau^2",
+            lambda s, t, y, T, a: (
+                a * T * _kl(s, t, T) + (1 - a) * torch.nn.functional.cross_entropy(s, y)
+            ),
+            r"case 1 of 3 .*by tau, not tau\^2",
+        ),
+        Bug(
+            "KL summed over rows",
+            lambda s, t, y, T, a: (
+                a * T**2 * _kl(s, t, T) * s.shape[0]
+                + (1 - a) * torch.nn.functional.cross_entropy(s, y)
+            ),
+            r"case 1 of 3 .*summed the KL divergence over the N rows",
+        ),
+        Bug(
+            "tau^2 on the whole loss",
+            lambda s, t, y, T, a: (
+                T**2 * (a * _kl(s, t, T) + (1 - a) * torch.nn.functional.cross_entropy(s, y))
+            ),
+            r"case 1 of 3 .*SOFT term only",
         ),
     ],
     "check_top_k_probs": [
@@ -1030,6 +1110,12 @@ BUGS: dict[str, list[Bug]] = {
             t11.pixels_by_column,
             r"case 1 of 4 .*Hint: inside a patch you read the pixels column by column",
         ),
+        Bug("F.unfold without stride", t11.patches_overlapping, r"49 patches, not 16.*stride=patch"),
+        Bug(
+            "Tensor.unfold without the permute",
+            t11.patches_tensor_unfold_unpermuted,
+            r"case 2 of 4 .*Hint: after Tensor.unfold",
+        ),
     ],
     "check_attention_rollout": [
         Bug(
@@ -1051,6 +1137,30 @@ BUGS: dict[str, list[Bug]] = {
             "max over heads", t11.max_heads, r"case 1 of 3 .*Hint: you took the maximum over heads"
         ),
         Bug("last layer only", t11.last_layer, r"case 1 of 3 .*Hint: you used the last layer only"),
+        Bug("per-head rollout, then the mean", t11.per_head_then_mean, r"case 1 of 3 .*every head on its own"),
+        Bug("sum over heads", t11.sum_heads, r"case 1 of 3 .*Hint: you summed over the heads"),
+        Bug("identity skipped on layer 1", t11.first_layer_raw, r"case 1 of 3 .*first layer has no residual"),
+        Bug("identity made on another device", t11.eye_on_meta, r"Hint: the inputs are CPU tensors"),
+    ],
+    "check_unpatchify": [
+        Bug("plain reshape", t11.unpatchify_plain_reshape, r"case 1 of 5 .*Hint: a plain reshape"),
+        Bug("patchify's permutation again", t11.unpatchify_same_permutation, r"case 1 of 5 .*patches land transposed"),
+        Bug("column-major tokens", t11.unpatchify_column_major, r"case 1 of 5 .*patches land transposed"),
+        Bug("channels last", t11.unpatchify_channels_last, r"case 2 of 5 .*channels-last"),
+        Bug("pixels placed by column", t11.unpatchify_pixels_by_column, r"case 1 of 5 .*placed the pixels"),
+        Bug("H/p used for both sides", t11.unpatchify_square_grid, r"case 3 of 5 .*H/p rows and W/p columns"),
+        Bug("F.fold without stride", t11.unpatchify_fold_no_stride, r"case 1 of 5 .*F.fold's stride is 1"),
+        Bug("F.fold without the transpose", t11.unpatchify_fold_untransposed, r"case 1 of 5 .*one patch per COLUMN"),
+    ],
+    "check_rollout_by_layer": [
+        Bug("per-head rollout, then the mean", t11.by_layer_per_head, r"case 1 of 4 .*every head on its own"),
+        Bug("sum over heads", t11.by_layer_sum_heads, r"case 1 of 4 .*you summed over the heads"),
+        Bug("identity skipped on layer 1", t11.by_layer_first_raw, r"case 1 of 4 .*first layer has no residual"),
+        Bug("product in the wrong order", t11.by_layer_reversed, r"case 1 of 4 .*wrong order"),
+        Bug("layers not chained", t11.by_layer_unchained, r"case 1 of 4 .*that layer's own row"),
+        Bug("no identity", t11.by_layer_no_identity, r"case 1 of 4 .*left out the residual"),
+        Bug("column 0 instead of row 0", t11.by_layer_column, r"case 1 of 4 .*you took column 0"),
+        Bug("(L, B, T)", t11.by_layer_layers_first, r"case 1 of 4 .*batch comes first"),
     ],
     "check_alpha_rollout": [
         Bug(
@@ -1074,6 +1184,8 @@ BUGS: dict[str, list[Bug]] = {
             t11.alpha_last_layer,
             r"case 1 of 4 .*Hint: you used the last layer only",
         ),
+        Bug("per-head rollout, then the mean", t11.alpha_per_head, r"case 1 of 4 .*every head on its own"),
+        Bug("identity skipped on layer 1", t11.alpha_first_raw, r"case 1 of 4 .*first layer has no residual"),
     ],
     "check_shard_indices": [
         Bug("contiguous blocks", t13.contiguous_blocks, r"case 1 of 5 .*interleaved indices"),

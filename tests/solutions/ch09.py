@@ -1,4 +1,5 @@
-"""Chapter 9's exercises: BERT's 80/10/10 masking, Hugging Face's attention mask, distillation."""
+"""Chapter 9's exercises: BERT's 80/10/10 masking, Hugging Face's attention mask, mean pooling,
+distillation."""
 
 import torch
 
@@ -18,6 +19,11 @@ def mlm_masking(input_ids, *, mask_id, vocab_size, special_ids, generator):
 
 def hf_attention_mask(attention_mask):
     return (attention_mask != 0)[:, None, None, :]  # (B, 1, 1, T), True = a real token
+
+
+def masked_mean_pool(hidden, attention_mask):
+    m = attention_mask.to(hidden.dtype)[..., None]  # (B, T, 1): 1 = a real token
+    return (hidden * m).sum(1) / m.sum(1).clamp(min=1)  # (B, d); a row of padding gives zeros
 
 
 def distillation_loss(student_logits, teacher_logits, labels, temperature, alpha):
