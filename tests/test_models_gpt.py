@@ -386,3 +386,17 @@ def test_config_validation() -> None:
     tiny = GPTConfig.tiny(n_layer=2)
     assert tiny.n_layer == 2 and tiny.block_config().norm_first
     assert tiny.block_config().activation == "gelu_tanh"
+
+
+def test_unequal_dropouts_refused_in_training_mode() -> None:
+    # HF GPT-2 has three dropout rates; mtlib's GPT has one. A training-mode copy would
+    # fine-tune with another rate than the model it copies, so it is refused; in eval mode
+    # dropout does nothing and the copy is made (with resid_pdrop).
+    hf = transformers.GPT2LMHeadModel(hf_config(attn_pdrop=0.3, embd_pdrop=0.1, resid_pdrop=0.0))
+    with pytest.raises(ValueError, match=r"training mode with unequal dropout rates .*attn_pdrop.: 0\.3"):
+        GPT.from_hf(hf.train())
+    ours = GPT.from_hf(hf.eval())
+    assert not ours.training and ours.config.dropout == 0.0
+    same = transformers.GPT2LMHeadModel(hf_config(attn_pdrop=0.2, embd_pdrop=0.2, resid_pdrop=0.2))
+    copy = GPT.from_hf(same.train())
+    assert copy.training and copy.config.dropout == 0.2

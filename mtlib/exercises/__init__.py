@@ -29,12 +29,22 @@ from mtlib.exercises.ch04 import (
     check_unpack_in_proj,
 )
 from mtlib.exercises.ch05 import check_causal_mask, check_combined_mask, check_padding_mask
-from mtlib.exercises.ch06 import check_alibi_bias, check_rope_rotation, check_sinusoidal_encoding
+from mtlib.exercises.ch06 import (
+    check_alibi_bias,
+    check_alibi_positions,
+    check_rope_rotation,
+    check_sinusoidal_encoding,
+    check_sinusoidal_positions,
+)
 from mtlib.exercises.ch07 import (
     check_feed_forward,
     check_layer_norm,
+    check_parallel_block,
     check_post_ln_block,
     check_pre_ln_block,
+    check_rms_norm_by_hand,
+    check_swiglu_ffn,
+    check_swiglu_width,
 )
 from mtlib.exercises.ch08 import check_greedy_decode, check_label_smoothing_loss, check_shift_right
 from mtlib.exercises.ch09 import (
@@ -83,12 +93,18 @@ __all__ = [
     "check_combined_mask",
     "check_padding_mask",
     "check_alibi_bias",
+    "check_alibi_positions",
     "check_rope_rotation",
     "check_sinusoidal_encoding",
+    "check_sinusoidal_positions",
     "check_feed_forward",
     "check_layer_norm",
     "check_post_ln_block",
     "check_pre_ln_block",
+    "check_swiglu_width",
+    "check_swiglu_ffn",
+    "check_rms_norm_by_hand",
+    "check_parallel_block",
     "check_greedy_decode",
     "check_label_smoothing_loss",
     "check_shift_right",

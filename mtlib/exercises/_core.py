@@ -94,6 +94,12 @@ def _compare(
         )
 
 
+# a learner's tensor made on another device than the inputs (device=... on a GPU machine)
+_DEVICE_WORDS = ("same device", "expected device", "device type", "on device")
+_DEVICE_HINT = ("the inputs are CPU tensors: compute on their device (a new tensor takes "
+                "device=x.device), not on the chapter's device")  # fmt: skip
+
+
 def _call(checker: str, where: str, fn: Callable[..., Any], case: _Case) -> Any:
     """Call the learner's ``fn`` on copies of the case's inputs; a raise or an in-place edit of
     an input is reported in words (with the learner's line), never as a traceback."""
@@ -104,7 +110,8 @@ def _call(checker: str, where: str, fn: Callable[..., Any], case: _Case) -> Any:
     except Exception as error:  # the learner's bug, reported in words rather than a traceback
         stub = isinstance(error, NotImplementedError)  # not written yet: no line, no hint
         what = f"your function raised {type(error).__name__}: {error}"
-        raise _fail(checker, where, what + ("" if stub else _learner_line(error)), "" if stub else case.hint) from None
+        hint = _DEVICE_HINT if any(w in str(error) for w in _DEVICE_WORDS) else case.hint
+        raise _fail(checker, where, what + ("" if stub else _learner_line(error)), "" if stub else hint) from None
     inputs = [*zip(case.args, args, strict=True), *((case.kwargs[k], kwargs[k]) for k in kwargs)]
     for before, after in inputs:
         if isinstance(before, torch.Tensor) and not torch.equal(before, after):
@@ -119,6 +126,7 @@ def _check(
     reference: Callable[..., torch.Tensor],
     atol: float = 1e-5,
     mistakes: dict[str, Callable[..., torch.Tensor]] | Sequence[tuple[str, Callable[..., torch.Tensor]]] | None = None,
+    dtype: torch.dtype | None = None,
 ) -> None:
     """Run ``fn`` on every case and compare with ``reference``; raise on the first failure.
 
@@ -126,13 +134,18 @@ def _check(
     ``(hint, function)`` pairs, where several mistakes share a hint): when the
     learner's output equals it (and the mistake differs from the reference on that case), that
     hint is shown instead of the case's generic one. A mistake that raises on a case's shapes
-    is skipped there.
+    is skipped there. With ``dtype``, the output must have that dtype (a float64 contract).
+    A result on a GPU is compared on the CPU; one on the ``meta`` device (no values) fails in
+    words.
     """
     if not callable(fn):
         raise TypeError(f"{checker} takes your function, got {_describe(fn)}")
     for number, case in enumerate(cases, start=1):
         where = f"case {number} of {len(cases)} ({case.description})"
         got = _call(checker, where, fn, case)
+        if isinstance(got, torch.Tensor) and got.is_meta:
+            what = "your function returned a tensor on the meta device, which holds no values to compare"
+            raise _fail(checker, where, what, _DEVICE_HINT)
         expected = reference(*case.args, **case.kwargs)
         if isinstance(got, torch.Tensor) and got.shape == expected.shape and got.is_floating_point():
             known = mistakes.items() if isinstance(mistakes, dict) else (mistakes or ())
@@ -144,5 +157,13 @@ def _check(
                 differs = not torch.allclose(wrong, expected, atol=atol, rtol=0, equal_nan=True)
                 if differs and torch.allclose(got.detach().to(wrong.device).double(), wrong, atol=atol, rtol=0, equal_nan=True):
                     raise _fail(checker, where, "your output equals a known mistake", hint)
+        if dtype is not None and isinstance(got, torch.Tensor) and got.dtype != dtype:
+            raise _fail(
+                checker,
+                where,
+                f"expected dtype {dtype}, got {got.dtype}",
+                f"the contract is {dtype}: torch.zeros and torch.empty make float32 tensors "
+                "unless given a dtype",
+            )
         _compare(checker, where, got, expected, case.hint, atol)
     print(f"{checker}: all {len(cases)} cases passed.")

@@ -1,14 +1,29 @@
 """Chapter 7, the Transformer block: self-checks for the feed-forward network, LayerNorm and
-the two ways of wiring a block (Post-LN and Pre-LN).
+the ways of wiring a block.
+
+- :func:`check_swiglu_width` and :func:`check_swiglu_ffn`: a SwiGLU FFN with exactly the weights
+  of a given ReLU FFN (no biases), and its forward pass;
+- :func:`check_rms_norm_by_hand`: RMSNorm in float32, with a padding row of zeros and an outlier
+  row next to ordinary ones;
+- :func:`check_parallel_block`: the parallel block of GPT-J and PaLM,
+  ``x + attn(norm(x)) + ff(norm(x))``;
+- the first versions of the exercises, kept while the notebook still calls them:
+  :func:`check_feed_forward`, :func:`check_layer_norm`, :func:`check_post_ln_block`,
+  :func:`check_pre_ln_block`.
 
 Every case uses distinct sizes (batch != seq_len != d_model != d_ff), so a missing transpose
 raises or fails. Besides comparing with a float64 reference, each checker recognises the
 classic wrong answers (the activation in the wrong place, the unbiased variance, epsilon
-outside the square root, Post-LN wired for Pre-LN, a missing residual) and names them.
+outside the square root, Post-LN wired for Pre-LN, a missing residual, the residual taken from
+the normalised input, ``attn(x)[0]``) and names them. The inputs are CPU tensors; a result
+computed on another device is moved back before the comparison, a result on the ``meta``
+device (no values) is reported in words, and a device mismatch inside the learner's code gets
+its own hint.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -16,9 +31,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from mtlib.exercises._core import _Case, _check
+from mtlib.exercises._core import _Case, _check, _describe, _fail, _learner_line
 
-__all__ = ["check_feed_forward", "check_layer_norm", "check_post_ln_block", "check_pre_ln_block"]
+__all__ = [
+    "check_feed_forward",
+    "check_layer_norm",
+    "check_parallel_block",
+    "check_post_ln_block",
+    "check_pre_ln_block",
+    "check_rms_norm_by_hand",
+    "check_swiglu_ffn",
+    "check_swiglu_width",
+]
 
 Fn = Callable[..., Any]
 
@@ -34,11 +58,25 @@ def _gen(seed: int) -> torch.Generator:
 
 def _ffn(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, *, act: str = "relu") -> Tensor:
     x, w1, b1, w2, b2 = (t.double() for t in (x, w1, b1, w2, b2))
+    if act == "no b1":
+        b1 = torch.zeros_like(b1)
+    if act == "no b2":
+        b2 = torch.zeros_like(b2)
+    if act == "no biases":
+        b1, b2 = torch.zeros_like(b1), torch.zeros_like(b2)
+    if act == "b1 after":  # the bias added after the ReLU
+        return (torch.relu(x @ w1) + b1) @ w2 + b2
     h = x @ w1 + b1  # (..., d_ff)
-    if act == "relu":
+    if act in ("relu", "no b1", "no b2", "no biases"):
         h = torch.relu(h)
     elif act == "gelu":
         h = F.gelu(h)
+    elif act == "gelu tanh":
+        h = F.gelu(h, approximate="tanh")
+    elif act == "sigmoid":
+        h = torch.sigmoid(h)
+    elif act == "leaky":
+        h = F.leaky_relu(h)
     elif act == "after":  # the activation after the second layer instead
         return torch.relu(h @ w2 + b2)
     elif act == "none":
@@ -53,7 +91,8 @@ def check_feed_forward(fn: Fn) -> None:
     ``(d_model, d_ff)``, ``b1`` is ``(d_ff,)``, ``w2`` is ``(d_ff, d_model)``, ``b2`` is
     ``(d_model,)``; the result has the shape of ``x``. Cases: a batch of sequences, a single
     vector, and d_ff smaller than d_model. Recognised mistakes: no activation, ReLU after the
-    second layer, GELU instead of ReLU.
+    second layer, GELU (exact or tanh), sigmoid or leaky ReLU instead of ReLU, a bias left out,
+    ``b1`` added after the ReLU.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -70,22 +109,33 @@ def check_feed_forward(fn: Fn) -> None:
             torch.randn(d, generator=g) * 0.5,
         )
 
-    hint = "x @ w1 + b1, then ReLU, then @ w2 + b2; w1 is already (d_model, d_ff): no transpose"
+    hint = ("compare your code with the FFN's formula in section 7.2, term by term: which "
+            "weight, which bias and which activation, in which order")  # fmt: skip
     cases = [
         _Case("batch 2, seq_len 3, d_model 4, d_ff 7", case(0, (2, 3), 4, 7), hint=hint),
         _Case("one vector, d_model 5, d_ff 9", case(1, (), 5, 9), hint=hint),
         _Case("batch 3, seq_len 2, d_model 6, d_ff 4 (d_ff < d_model)", case(2, (3, 2), 6, 4), hint=hint),
     ]
-    mistakes = {
-        "no activation: without the ReLU the two layers collapse into one linear map": (
-            lambda *a: _ffn(*a, act="none")
-        ),
-        "the ReLU goes between the two layers (on the d_ff hidden units), not after the second "
-        "layer: the output of a sublayer must be able to be negative": lambda *a: _ffn(*a, act="after"),
-        "this is GELU; the exercise asks for the paper's ReLU, torch.relu": (
-            lambda *a: _ffn(*a, act="gelu")
-        ),
-    }
+    gelu = "this is GELU; the exercise asks for the paper's ReLU"
+
+    def mistake(act: str) -> Fn:
+        return lambda *a: _ffn(*a, act=act)
+
+    mistakes = [
+        ("no activation: without the ReLU the two layers collapse into one linear map", mistake("none")),
+        ("the ReLU goes between the two layers (on the d_ff hidden units), not after the second "
+         "layer: the output of a sublayer must be able to be negative", mistake("after")),
+        (gelu, mistake("gelu")),
+        (gelu + " (you used the tanh approximation of GELU)", mistake("gelu tanh")),
+        ("this is a sigmoid; the exercise asks for the paper's ReLU", mistake("sigmoid")),
+        ("this is a leaky ReLU (negative inputs leak through); the paper's ReLU sets them to 0",
+         mistake("leaky")),
+        ("your output ignores b1", mistake("no b1")),
+        ("your output ignores b2", mistake("no b2")),
+        ("your output ignores both biases, b1 and b2", mistake("no biases")),
+        ("you added b1 after the ReLU: the bias shifts the pre-activation, before the ReLU",
+         mistake("b1 after")),
+    ]  # fmt: skip
     _check("check_feed_forward", fn, cases, _ffn, mistakes=mistakes)
 
 
@@ -98,10 +148,16 @@ def _layer_norm(
     x: Tensor, gamma: Tensor, beta: Tensor, eps: float, *, mistake: str = ""
 ) -> Tensor:
     x, gamma, beta = x.double(), gamma.double(), beta.double()
-    dim = 0 if mistake == "dim" else -1
+    if mistake == "swapped":
+        gamma, beta = beta, gamma
+    if mistake == "rms":  # RMSNorm's statistics (no centring), with LayerNorm's gamma and beta
+        return x / (x.pow(2).mean(-1, keepdim=True) + eps).sqrt() * gamma + beta
+    dims: dict[str, int | tuple[int, ...]] = {"dim": 0, "two dims": (-2, -1)}
+    dim = dims.get(mistake, -1)
     mean = x.mean(dim=dim, keepdim=True)
-    var = x.var(dim=dim, keepdim=True, correction=1 if mistake == "unbiased" else 0)
-    if mistake == "eps outside":
+    unbiased = mistake in ("unbiased", "unbiased eps outside")
+    var = x.var(dim=dim, keepdim=True, correction=1 if unbiased else 0)
+    if mistake in ("eps outside", "unbiased eps outside"):
         normed = (x - mean) / (var.sqrt() + eps)
     elif mistake == "no eps":
         normed = (x - mean) / var.sqrt()
@@ -120,8 +176,9 @@ def check_layer_norm(fn: Fn) -> None:
     ``(2, 3, 5)`` batch, a vector with a large offset (one million + small noise,
     where ``E[x^2] - E[x]^2`` cancels catastrophically even in float64), and a nearly
     constant input where ``eps`` matters. Recognised mistakes: the unbiased variance
-    (``torch.var``'s default), ``eps`` outside the square root, no ``eps``, no ``gamma``/``beta``,
-    normalising over the batch dimension.
+    (``torch.var``'s default), ``eps`` outside the square root (also with the unbiased std), no
+    ``eps``, no ``gamma``/``beta``, ``gamma`` and ``beta`` swapped, normalising over the batch
+    dimension or over the last two dimensions, RMSNorm's statistics.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -135,7 +192,12 @@ def check_layer_norm(fn: Fn) -> None:
         return x, gamma, 0.3 * torch.randn(d, generator=g, dtype=torch.float64)
 
     cases = [
-        _Case("x (2, 3, 5), eps 1e-5", (*case(0, (2, 3, 5), 1.0, 0.0), 1e-5)),
+        _Case(
+            "x (2, 3, 5), eps 1e-5",
+            (*case(0, (2, 3, 5), 1.0, 0.0), 1e-5),
+            hint="over which dimension are the mean and the variance taken, and where do gamma "
+            "and beta enter? Compare with the formula of section 7.4",
+        ),
         _Case(
             "x (4, 6) = 1e6 + noise of std 0.1, eps 1e-5",
             (*case(1, (4, 6), 0.1, 1e6), 1e-5),
@@ -145,25 +207,30 @@ def check_layer_norm(fn: Fn) -> None:
         _Case(
             "nearly constant x (3, 7) with std 0.01, eps 0.1",
             (*case(2, (3, 7), 0.01, 2.0), 0.1),
-            hint="eps goes inside the square root: sqrt(var + eps)",
+            hint="eps is 0.1 here and matters: use the eps you are given, and check where it enters",
         ),
     ]
-    mistakes = {
-        "you used the unbiased variance (divide by d - 1, torch.var's default); LayerNorm "
-        "divides by d: x.var(dim=-1, correction=0) or ((x - mean) ** 2).mean(-1)": (
-            lambda *a: _layer_norm(*a, mistake="unbiased")
-        ),
-        "eps goes inside the square root: (x - mean) / sqrt(var + eps)": (
-            lambda *a: _layer_norm(*a, mistake="eps outside")
-        ),
-        "you left out eps: with a nearly constant input sqrt(var) is tiny and the output explodes; "
-        "divide by sqrt(var + eps)": lambda *a: _layer_norm(*a, mistake="no eps"),
-        "you normalised but did not scale and shift: multiply by gamma, then add beta": (
-            lambda *a: _layer_norm(*a, mistake="no affine")
-        ),
-        "you normalised over the batch (dim 0), as BatchNorm does; LayerNorm normalises each "
-        "vector over its own features, dim=-1": lambda *a: _layer_norm(*a, mistake="dim"),
-    }
+
+    def mistake(name: str) -> Fn:
+        return lambda *a: _layer_norm(*a, mistake=name)
+
+    mistakes = [
+        ("you used the unbiased variance (divide by d - 1, torch.var's default); LayerNorm's "
+         "variance divides by d", mistake("unbiased")),
+        ("eps goes inside the square root, added to the variance, not to the std", mistake("eps outside")),
+        ("two mistakes: x.std divides by d - 1 (LayerNorm divides by d), and eps belongs inside "
+         "the square root, not added to the std", mistake("unbiased eps outside")),
+        ("you left out eps: with a nearly constant input sqrt(var) is tiny and the output "
+         "explodes; eps keeps the denominator away from 0", mistake("no eps")),
+        ("you normalised but did not scale and shift with gamma and beta", mistake("no affine")),
+        ("gamma and beta are swapped: gamma is the scale, beta the shift", mistake("swapped")),
+        ("you normalised over the batch (dim 0), as BatchNorm does; LayerNorm normalises each "
+         "vector over its own features, dim=-1", mistake("dim")),
+        ("you normalised over the last two dimensions (the whole sequence); LayerNorm "
+         "normalises each token's vector on its own, over its d features", mistake("two dims")),
+        ("you did not subtract the mean: that is RMSNorm's statistic; LayerNorm centres each "
+         "vector first", mistake("rms")),
+    ]  # fmt: skip
     _check("check_layer_norm", fn, cases, _layer_norm, mistakes=mistakes)
 
 
@@ -205,22 +272,48 @@ def _block(x: Tensor, attn: Fn, ff: Fn, norm1: Fn, norm2: Fn, *, wiring: str) ->
     if wiring == "pre":
         x = x + attn(norm1(x))
         return x + ff(norm2(x))
+    if wiring == "post tuple":  # attn(x)[0]: batch 0's output, broadcast over the batch
+        x = norm1(x + attn(x)[0])
+        return norm2(x + ff(x))
+    if wiring == "pre tuple":
+        x = x + attn(norm1(x))[0]
+        return x + ff(norm2(x))
+    if wiring == "pre normed residual":  # the residual adds norm(x), not x
+        h = norm1(x)
+        x = h + attn(h)
+        h = norm2(x)
+        return h + ff(h)
+    if wiring == "pre normed residual 1":  # only the first sublayer's residual adds norm(x)
+        h = norm1(x)
+        x = h + attn(h)
+        return x + ff(norm2(x))
     if wiring == "post no residual":
         return norm2(ff(norm1(attn(x))))
     if wiring == "pre no residual":
         return ff(norm2(attn(norm1(x))))
+    if wiring == "parallel":  # the GPT-J block: both sublayers read the block's input
+        return x + attn(norm1(x)) + ff(norm2(x))
     if wiring == "pre norm after":  # x + norm(sublayer(x))
         x = x + norm1(attn(x))
         return x + norm2(ff(x))
     raise ValueError(wiring)
 
 
-def _block_cases() -> list[_Case]:
+def _block_cases(hint: str) -> list[_Case]:
     return [
-        _Case("batch 2, seq_len 3, d_model 5", _block_case(0, 2, 3, 5)),
-        _Case("batch 1, seq_len 6, d_model 4", _block_case(1, 1, 6, 4)),
-        _Case("batch 3, seq_len 1, d_model 7", _block_case(2, 3, 1, 7)),
+        _Case("batch 2, seq_len 3, d_model 5", _block_case(0, 2, 3, 5), hint=hint),
+        _Case("batch 1, seq_len 6, d_model 4", _block_case(1, 1, 6, 4), hint=hint),
+        _Case("batch 3, seq_len 1, d_model 7", _block_case(2, 3, 1, 7), hint=hint),
     ]
+
+
+_TUPLE_HINT = ("attn here is a plain function that returns the (B, T, d) tensor itself, so "
+               "attn(...)[0] is the first sequence of the batch, broadcast over the others. "
+               "(block.self_attn in section 7.5 returns a pair, (output, weights): that is "
+               "why the chapter's my_block indexes it)")  # fmt: skip
+_NORMED_RESIDUAL_HINT = ("your residual adds the normalised input: the stream that runs past "
+                         "each sublayer is the raw x, and only the sublayer's input is "
+                         "normalised (see Pre-LN in section 7.1)")  # fmt: skip
 
 
 def check_post_ln_block(fn: Fn) -> None:
@@ -229,22 +322,25 @@ def check_post_ln_block(fn: Fn) -> None:
     ``x`` is ``(B, T, d)``; ``attn``, ``ff``, ``norm1`` and ``norm2`` are functions
     ``(B, T, d) -> (B, T, d)`` (attention mixes positions). Post-LN: the norm comes after the
     residual sum, ``x = norm1(x + attn(x))``, then ``norm2(x + ff(x))``. Recognised mistakes:
-    Pre-LN wiring, a missing residual, the two norms swapped.
+    Pre-LN wiring, a missing residual, the two norms swapped, ``attn(x)[0]``.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
     """
     mistakes = {
         "this is the Pre-LN wiring (x + sublayer(norm(x))); Post-LN normalises AFTER the "
-        "residual sum: norm(x + sublayer(x))": lambda *a: _block(*a, wiring="pre"),
-        "there is no residual connection: add the sublayer's input to its output before the "
-        "norm, norm(x + sublayer(x))": lambda *a: _block(*a, wiring="post no residual"),
+        "residual sum": lambda *a: _block(*a, wiring="pre"),
+        "there is no residual connection: each sublayer's input must be added to its output "
+        "before the norm": lambda *a: _block(*a, wiring="post no residual"),
         "norm1 belongs to the attention sublayer and norm2 to the feed-forward sublayer": (
             lambda x, at, ff, n1, n2: _block(x, at, ff, n2, n1, wiring="post")
         ),
+        _TUPLE_HINT: lambda *a: _block(*a, wiring="post tuple"),
     }
+    hint = ("follow the Post-LN equation of section 7.1 step by step: what does each sublayer "
+            "read, what is added, and where is each norm applied?")  # fmt: skip
     reference = lambda *a: _block(*a, wiring="post")  # noqa: E731
-    _check("check_post_ln_block", fn, _block_cases(), reference, mistakes=mistakes)
+    _check("check_post_ln_block", fn, _block_cases(hint), reference, mistakes=mistakes)
 
 
 def check_pre_ln_block(fn: Fn) -> None:
@@ -253,22 +349,321 @@ def check_pre_ln_block(fn: Fn) -> None:
     Same arguments as :func:`check_post_ln_block`. Pre-LN: each sublayer reads a normalised
     copy and its output is added to the unnormalised stream, ``x = x + attn(norm1(x))``, then
     ``x + ff(norm2(x))``. Recognised mistakes: Post-LN wiring, a missing residual, the norm
-    applied to the sublayer's output (``x + norm(attn(x))``), the two norms swapped.
+    applied to the sublayer's output (``x + norm(attn(x))``), the two norms swapped, the
+    residual taken from the normalised input, ``attn(x)[0]``.
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
     """
     mistakes = {
         "this is the Post-LN wiring (norm(x + sublayer(x))); Pre-LN normalises the sublayer's "
-        "INPUT and adds to the raw stream: x + sublayer(norm(x))": lambda *a: _block(*a, wiring="post"),
-        "there is no residual connection: the block must return x + sublayer(norm(x))": (
-            lambda *a: _block(*a, wiring="pre no residual")
-        ),
+        "INPUT and adds to the raw stream": lambda *a: _block(*a, wiring="post"),
+        "there is no residual connection: the block must add each sublayer's output to the "
+        "stream": lambda *a: _block(*a, wiring="pre no residual"),
         "you normalised the sublayer's output (x + norm(sublayer(x))); Pre-LN normalises its "
-        "input: x + sublayer(norm(x))": lambda *a: _block(*a, wiring="pre norm after"),
+        "input": lambda *a: _block(*a, wiring="pre norm after"),
         "norm1 belongs to the attention sublayer and norm2 to the feed-forward sublayer": (
             lambda x, at, ff, n1, n2: _block(x, at, ff, n2, n1, wiring="pre")
         ),
+        _TUPLE_HINT: lambda *a: _block(*a, wiring="pre tuple"),
+        "this is the parallel block (both sublayers read the block's input x); in the Pre-LN "
+        "block the FFN reads the stream after attention": lambda *a: _block(*a, wiring="parallel"),
+        _NORMED_RESIDUAL_HINT: lambda *a: _block(*a, wiring="pre normed residual"),
+        _NORMED_RESIDUAL_HINT + " (your attention sublayer's residual adds norm1(x))": (
+            lambda *a: _block(*a, wiring="pre normed residual 1")
+        ),
     }
+    hint = ("follow the Pre-LN equation of section 7.1 step by step: what does each sublayer "
+            "read, and what is it added to?")  # fmt: skip
     reference = lambda *a: _block(*a, wiring="pre")  # noqa: E731
-    _check("check_pre_ln_block", fn, _block_cases(), reference, mistakes=mistakes)
+    _check("check_pre_ln_block", fn, _block_cases(hint), reference, mistakes=mistakes)
+
+
+# --------------------------------------------------------------------------------------------
+# 4. SwiGLU with the weights of a given ReLU FFN
+# --------------------------------------------------------------------------------------------
+
+
+def check_swiglu_width(fn: Fn) -> None:
+    """Check ``fn(d_model, d_ff)``: the hidden width of a SwiGLU FFN (no biases) with exactly
+    the weights of a ReLU FFN of width ``d_ff`` (no biases), as an ``int``.
+
+    A ReLU FFN has ``2 * d_model * d_ff`` weights, a SwiGLU FFN of width ``h`` has
+    ``3 * d_model * h``. When no integer width gives exactly the same count, ``fn`` must raise
+    ``ValueError``. Cases: the chapter's d_model 16, d_ff 96; d_ff = 4 * d_model; a d_ff that is
+    not 4 * d_model; d_ff = 4 * d_model = 64, where the width would be 42.7. Recognised mistakes:
+    a float, the ratio inverted (3/2), the ReLU width unchanged, Shazeer's 8/3 * d_model
+    where d_ff is not 4 * d_model, a rounded width where none matches, a ``ValueError`` where
+    a width exists.
+
+    Raises:
+        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
+    """
+    checker = "check_swiglu_width"
+    if not callable(fn):
+        raise TypeError(f"{checker} takes your function, got {_describe(fn)}")
+    sizes = [(16, 96), (12, 48), (6, 15), (16, 64)]
+    for number, (d, d_ff) in enumerate(sizes, start=1):
+        where = f"case {number} of {len(sizes)} (d_model {d}, d_ff {d_ff})"
+        target = 2 * d * d_ff  # the ReLU FFN's weights
+        exists = target % (3 * d) == 0
+        try:
+            got = fn(d, d_ff)
+        except ValueError as error:
+            if not exists:
+                continue
+            raise _fail(checker, where, f"your function raised ValueError: {error}",
+                        f"a SwiGLU width with exactly the ReLU FFN's {target} weights exists here") from None  # fmt: skip
+        except Exception as error:
+            line = "" if isinstance(error, NotImplementedError) else _learner_line(error)
+            raise _fail(checker, where, f"your function raised {type(error).__name__}: {error}{line}") from None
+        if isinstance(got, bool) or isinstance(got, float):
+            hint = ("a width counts hidden units: return an int (torch.randn(d, 64.0) and "
+                    "nn.Linear(d, 64.0) refuse a float)")  # fmt: skip
+            if not exists:
+                hint = f"no integer width matches here: raise ValueError ({2 * d_ff}/3 = {2 * d_ff / 3:.4g})"
+            raise _fail(checker, where, f"expected an int, got {_describe(got)}", hint)
+        try:
+            h = operator.index(got)
+        except TypeError:
+            raise _fail(checker, where, f"expected an int, got {_describe(got)}",
+                        "a width counts hidden units: return an int") from None  # fmt: skip
+        weights = 3 * d * h
+        what = (f"your width {h} gives a SwiGLU FFN of 3 * {d} * {h} = {weights} weights; the ReLU "
+                f"FFN has 2 * {d} * {d_ff} = {target}")  # fmt: skip
+        if not exists:
+            raise _fail(checker, where, what, f"no integer width matches {target} weights exactly "
+                        f"here ({2 * d_ff}/3 = {2 * d_ff / 3:.4g} is not an integer): raise ValueError")  # fmt: skip
+        if weights == target:
+            continue
+        if h == d_ff:
+            hint = "at the ReLU FFN's own width SwiGLU has 1.5 times its weights: it has three matrices, not two"
+        elif h == 3 * d_ff // 2:
+            hint = "you inverted the ratio: SwiGLU has MORE matrices (three), so at equal weights its width is smaller"
+        elif h in (8 * d // 3, round(8 * d / 3)) and d_ff != 4 * d:
+            hint = (f"8/3 * d_model is the matched width only when d_ff = 4 * d_model; here d_ff = {d_ff}, "
+                    f"not {4 * d}: start from d_ff")  # fmt: skip
+        else:
+            hint = "count the weights of both networks and set the counts equal"
+        raise _fail(checker, where, what, hint)
+    print(f"{checker}: all {len(sizes)} cases passed.")
+
+
+def _swiglu(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor, *, mistake: str = "") -> Tensor:
+    x, w_gate, w_up, w_down = (t.double() for t in (x, w_gate, w_up, w_down))
+    gate, up = x @ w_gate, x @ w_up  # (..., h), (..., h)
+    if mistake == "swapped":
+        gate, up = up, gate
+    act = {"sigmoid": torch.sigmoid, "relu": torch.relu, "gelu": F.gelu}.get(mistake, F.silu)
+    if mistake == "after":
+        return F.silu(gate * up) @ w_down
+    if mistake == "no up":
+        return F.silu(gate) @ w_down
+    if mistake == "both":
+        return (F.silu(gate) * F.silu(up)) @ w_down
+    return (act(gate) * up) @ w_down  # (..., d_model)
+
+
+def check_swiglu_ffn(fn: Fn) -> None:
+    """Check ``fn(x, w_gate, w_up, w_down)``: the SwiGLU FFN without biases,
+    ``(SiLU(x W_gate) * x W_up) W_down``.
+
+    Row-vector convention: ``x`` is ``(..., d_model)``, ``w_gate`` and ``w_up`` are
+    ``(d_model, h)``, ``w_down`` is ``(h, d_model)``, with ``h`` the width of
+    :func:`check_swiglu_width` (2/3 of a ReLU FFN's d_ff). Cases: a batch of sequences, a single
+    vector, and a float64 batch whose gate pre-activations reach 810 (beyond 709, where
+    ``exp(z) / (1 + exp(z))`` is inf / inf even in float64). Recognised mistakes: the SiLU on the
+    up projection, SiLU on both, SiLU after the product, no up projection, a sigmoid (GLU), ReLU
+    (ReGLU) or GELU (GEGLU) gate.
+
+    Raises:
+        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
+    """
+
+    def case(seed: int, shape: tuple[int, ...], d: int, h: int, gate_scale: float = 1.0,
+             dtype: torch.dtype = torch.float32) -> tuple[Tensor, ...]:  # fmt: skip
+        g = _gen(seed)
+        x = torch.randn(*shape, d, generator=g, dtype=dtype)
+        return (
+            x,
+            torch.randn(d, h, generator=g, dtype=dtype) * gate_scale / d**0.5,
+            torch.randn(d, h, generator=g, dtype=dtype) / d**0.5,
+            torch.randn(h, d, generator=g, dtype=dtype) / h**0.5,
+        )
+
+    hint = ("compare with SwiGLU's formula in section 7.2: which projection goes through the "
+            "SiLU, and where does the element-wise product come in?")  # fmt: skip
+    cases = [
+        _Case("batch 2, seq_len 3, d_model 6, width 10 (a ReLU FFN's d_ff 15)",
+              case(0, (2, 3), 6, 10), hint=hint),
+        _Case("one vector, d_model 5, width 8 (d_ff 12)", case(1, (), 5, 8), hint=hint),
+        _Case("float64 batch 3, seq_len 2, d_model 4, width 14, gate pre-activations from about -930 to 810",
+              case(2, (3, 2), 4, 14, gate_scale=500.0, dtype=torch.float64),
+              hint="the gate's pre-activations reach 810 here, and exp(z) overflows beyond 709 even "
+                   "in float64: a SiLU written with exp(z) / (1 + exp(z)) gives inf / inf = NaN "
+                   "(section 7.2's my_silu does not); and keep the input's float64"),
+    ]  # fmt: skip
+
+    def mistake(name: str) -> Fn:
+        return lambda *a: _swiglu(*a, mistake=name)
+
+    mistakes = [
+        ("the SiLU goes on the gate projection (x @ w_gate); you applied it to the up projection", mistake("swapped")),
+        ("only the gate goes through the SiLU; the up projection stays linear", mistake("both")),
+        ("the SiLU acts on the gate alone, before the element-wise product, not on the product", mistake("after")),
+        ("your output ignores w_up: without the up projection this is a plain SiLU FFN, not a gated one", mistake("no up")),
+        ("this gate is a sigmoid (Dauphin's GLU); SwiGLU's gate is SiLU(z) = z * sigmoid(z)", mistake("sigmoid")),
+        ("this gate is a ReLU (ReGLU, exercise 5's variant); SwiGLU's gate is the SiLU", mistake("relu")),
+        ("this gate is a GELU (GEGLU); SwiGLU's gate is the SiLU", mistake("gelu")),
+    ]  # fmt: skip
+    _check("check_swiglu_ffn", fn, cases, _swiglu, mistakes=mistakes)
+
+
+# --------------------------------------------------------------------------------------------
+# 5. RMSNorm
+# --------------------------------------------------------------------------------------------
+
+
+def _rms_norm(x: Tensor, weight: Tensor, eps: float, *, mistake: str = "") -> Tensor:
+    x, weight = x.double(), weight.double()
+    if mistake == "no weight":
+        weight = torch.ones_like(weight)
+    if mistake in ("centred", "var"):  # LayerNorm's statistics
+        centred = x - x.mean(-1, keepdim=True)
+        var = centred.pow(2).mean(-1, keepdim=True) if mistake == "centred" else x.var(-1, keepdim=True)
+        return (centred if mistake == "centred" else x) / (var + eps).sqrt() * weight
+    dims: dict[str, int | tuple[int, ...]] = {"global": tuple(range(x.dim())), "dim 0": 0}
+    mean_square = x.pow(2).mean(dims.get(mistake, -1), keepdim=True)
+    if mistake == "eps outside":
+        return x / (mean_square.sqrt() + eps) * weight
+    if mistake == "no eps":
+        return x / mean_square.sqrt() * weight
+    if mistake == "l2":
+        return x / (x.pow(2).sum(-1, keepdim=True) + eps).sqrt() * weight
+    if mistake == "eps in sum":
+        return x / ((x.pow(2).sum(-1, keepdim=True) + eps) / x.shape[-1]).sqrt() * weight
+    return x / (mean_square + eps).sqrt() * weight
+
+
+def check_rms_norm_by_hand(fn: Fn) -> None:
+    """Check ``fn(x, weight, eps)``: RMSNorm over the last dimension,
+    ``x / sqrt(mean(x**2) + eps) * weight``, in ``x``'s dtype (float32 here).
+
+    ``x`` is ``(..., d)`` float32 and ``weight`` the gain ``(d,)``; no centring and no bias.
+    The reference is computed in float64. Cases: a ``(2, 3, 5)`` batch with mean 1.5 (so a
+    subtracted mean shows), a nearly-zero input where ``eps = 0.1`` matters, and a batch of
+    tokens with a padding row of zeros and an outlier row of size 1e4 next to rows of size 1.
+    Recognised mistakes: LayerNorm's mean subtraction, ``x.var``, ``eps`` outside the root, no
+    ``eps``, the L2 norm (a sum), ``eps`` added to the sum, no gain, one mean square over the
+    whole tensor or over the batch dimension.
+
+    Raises:
+        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
+    """
+    g = _gen(7)
+    tokens = torch.randn(5, 6, generator=g)
+    tokens[1] = 0.0  # a padding token's embedding (padding_idx: the zero vector, section 7.4)
+    tokens[3] = 1e4 * (1 + torch.rand(6, generator=g)) * torch.sign(torch.randn(6, generator=g))
+    cases = [
+        _Case("x (2, 3, 5) float32 with mean 1.5, a learned weight, eps 1e-6",
+              (torch.randn(2, 3, 5, generator=g) + 1.5, 1 + 0.5 * torch.randn(5, generator=g), 1e-6),
+              hint="over which dimension is the mean square taken, and how does the weight enter?"),
+        _Case("nearly-zero x (3, 7) float32 with std 0.01, eps 0.1",
+              (0.01 * torch.randn(3, 7, generator=g), 1 + 0.5 * torch.randn(7, generator=g), 0.1),
+              hint="eps matters here: where is it in your formula, and what is it added to?"),
+        _Case("x (5, 6) float32: row 1 all zeros (padding), row 3 of size 1e4, eps 1e-5",
+              (tokens, 1 + 0.5 * torch.randn(6, generator=g), 1e-5),
+              hint="row 1 is all zeros (a padding token) and row 3 is 10^4 times the others: each "
+                   "row must be normalised on its own, and the zero row must stay finite"),
+    ]  # fmt: skip
+
+    def mistake(name: str) -> Fn:
+        return lambda *a: _rms_norm(*a, mistake=name)
+
+    mistakes = [
+        ("you subtracted the mean: that is LayerNorm. RMSNorm only rescales (no centring)", mistake("centred")),
+        ("x.var subtracts the mean (and divides by d - 1): RMSNorm needs the mean square of x itself", mistake("var")),
+        ("eps goes inside the square root, added to the mean square", mistake("eps outside")),
+        ("you left out eps: it keeps the denominator away from 0", mistake("no eps")),
+        ("you divided by the L2 norm (the root of a sum): RMS is the root of the MEAN square", mistake("l2")),
+        ("eps is added to the MEAN square; added to the sum, it is divided by d", mistake("eps in sum")),
+        ("what happened to the gain `weight`?", mistake("no weight")),
+        ("you took one mean square over the whole tensor: RMSNorm normalises each vector (token) on "
+         "its own, over its last dimension", mistake("global")),
+        ("you took the mean square over the batch (dim 0), as BatchNorm would; RMSNorm normalises "
+         "each vector over its own features", mistake("dim 0")),
+    ]  # fmt: skip
+    _check("check_rms_norm_by_hand", fn, cases, _rms_norm, mistakes=mistakes)
+
+
+# --------------------------------------------------------------------------------------------
+# 6. The parallel block (GPT-J, PaLM)
+# --------------------------------------------------------------------------------------------
+
+
+def _parallel(x: Tensor, attn: Fn, ff: Fn, norm: Fn, *, mistake: str = "") -> Tensor:
+    h = norm(x)
+    if mistake == "sequential":  # Pre-LN: the FFN reads the stream after attention
+        x = x + attn(h)
+        return x + ff(norm(x))
+    if mistake == "normed residual":
+        return h + attn(h) + ff(h)
+    if mistake == "tuple":
+        return x + attn(h)[0] + ff(h)
+    if mistake == "ff raw":
+        return x + attn(h) + ff(x)
+    if mistake == "attn raw":
+        return x + attn(x) + ff(h)
+    if mistake == "no residual":
+        return attn(h) + ff(h)
+    if mistake == "two residuals":
+        return (x + attn(h)) + (x + ff(h))
+    if mistake == "post":
+        return norm(x + attn(x) + ff(x))
+    if mistake == "ff only":
+        return x + ff(h)
+    if mistake == "attn only":
+        return x + attn(h)
+    return x + attn(h) + ff(h)
+
+
+def check_parallel_block(fn: Fn) -> None:
+    """Check ``fn(x, attn, ff, norm)``: the parallel block of GPT-J and PaLM,
+    ``x + attn(norm(x)) + ff(norm(x))``, one norm shared by both sublayers.
+
+    ``x`` is ``(B, T, d)``; ``attn``, ``ff`` and ``norm`` are plain functions
+    ``(B, T, d) -> (B, T, d)`` returning a tensor (attention mixes positions). Recognised
+    mistakes: the sequential Pre-LN wiring, the residual taken from ``norm(x)``, ``attn(...)[0]``,
+    a sublayer reading the raw ``x``, no residual, ``x`` added twice, the norm after the sum,
+    a sublayer left out.
+
+    Raises:
+        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
+    """
+    hint = ("which tensor does each sublayer read, and what does the residual add? In the "
+            "parallel block both sublayers read the same input")  # fmt: skip
+    cases = [
+        _Case("batch 2, seq_len 3, d_model 5", _block_case(3, 2, 3, 5)[:4], hint=hint),
+        _Case("batch 3, seq_len 6, d_model 4", _block_case(4, 3, 6, 4)[:4], hint=hint),
+        _Case("batch 4, seq_len 2, d_model 7", _block_case(5, 4, 2, 7)[:4], hint=hint),
+    ]
+
+    def mistake(name: str) -> Fn:
+        return lambda *a: _parallel(*a, mistake=name)
+
+    mistakes = [
+        ("this is the sequential Pre-LN block: in the parallel block the FFN does not see "
+         "attention's output, both sublayers read norm(x) of the block's input", mistake("sequential")),
+        (_NORMED_RESIDUAL_HINT, mistake("normed residual")),
+        (_TUPLE_HINT, mistake("tuple")),
+        ("your FFN reads the raw x: both sublayers read the normalised input", mistake("ff raw")),
+        ("your attention reads the raw x: both sublayers read the normalised input", mistake("attn raw")),
+        ("there is no residual connection: the sublayers' outputs are added to the stream x", mistake("no residual")),
+        ("you added x twice, once per sublayer: the parallel block has ONE residual, x plus both outputs",
+         mistake("two residuals")),
+        ("you normalised after the sum (as Post-LN does); here the norm is applied to the "
+         "sublayers' input", mistake("post")),
+        ("your output has no attention term", mistake("ff only")),
+        ("your output has no feed-forward term", mistake("attn only")),
+    ]  # fmt: skip
+    _check("check_parallel_block", fn, cases, _parallel, mistakes=mistakes)

@@ -107,7 +107,7 @@ def _top_k_probs(
 
 
 def check_top_k_probs(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
-    """Check ``fn(logits, k)``: probabilities ``(..., V)`` that are zero outside the ``k``
+    """Check ``fn(logits, k)``: probabilities ``(..., n_vocab)`` that are zero outside the ``k``
     largest logits of each row and proportional to ``exp(logit)`` inside (they sum to 1).
 
     Recognised mistakes: returning the filtered logits instead of probabilities, not
@@ -182,7 +182,7 @@ def _min_p_probs(logits: torch.Tensor, p_min: float, *, rule: str = "right") -> 
 
 
 def check_min_p_probs(fn: Callable[[torch.Tensor, float], torch.Tensor]) -> None:
-    """Check ``fn(logits, p_min)``: min-p sampling's distribution ``(..., V)``. A token is kept
+    """Check ``fn(logits, p_min)``: min-p sampling's distribution ``(..., n_vocab)``. A token is kept
     if its probability is at least ``p_min`` times the largest probability of its row (so the
     most likely token always is); the kept probabilities are renormalised to sum to 1.
 
@@ -278,7 +278,7 @@ def _top_p_probs(
 
 
 def check_top_p_probs(fn: Callable[[torch.Tensor, float], torch.Tensor]) -> None:
-    """Check ``fn(logits, p)``: probabilities ``(..., V)`` restricted to the nucleus, the
+    """Check ``fn(logits, p)``: probabilities ``(..., n_vocab)`` restricted to the nucleus, the
     smallest set of most likely tokens whose probability sums to at least ``p``, renormalised.
 
     Recognised mistakes: returning the filtered logits, dropping the token that makes the mass
@@ -341,7 +341,7 @@ def check_top_p_probs(fn: Callable[[torch.Tensor, float], torch.Tensor]) -> None
 
 
 def _scored(logits: torch.Tensor, idx: torch.Tensor, shift: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
-    """The (N, V) scores and (N,) targets of the scored positions."""
+    """The (N, n_vocab) scores and (N,) targets of the scored positions."""
     vocab = logits.shape[-1]
     if shift == 1:
         scores, targets = logits[:, :-1], idx[:, 1:]
@@ -378,7 +378,7 @@ def _lm_loss_over_all(logits: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
 def check_causal_lm_loss(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> None:
     """Check ``fn(logits, idx)``: the mean next-token cross-entropy of a causal language model.
 
-    ``logits`` (B, T, V) is the model's output for the token ids ``idx`` (B, T); the logits at
+    ``logits`` (B, T, n_vocab) is the model's output for the token ids ``idx`` (B, T); the logits at
     position t predict ``idx[:, t + 1]``, so T - 1 positions per row are scored (the last has
     no target). Returns a scalar tensor.
 

@@ -105,8 +105,8 @@ def top_k_filter(logits: Tensor, k: int) -> Tensor:
     """Keep the ``k`` largest logits of each row; set the others to ``-inf``.
 
     Args:
-        logits: scores of shape (..., V).
-        k: how many to keep, >= 1 (clipped to V).
+        logits: scores of shape (..., n_vocab).
+        k: how many to keep, >= 1 (clipped to n_vocab).
 
     Returns:
         Tensor of the same shape. Ties with the k-th largest value are kept.
@@ -122,7 +122,7 @@ def top_p_filter(logits: Tensor, p: float) -> Tensor:
     probability sums to at least ``p``; set the others to ``-inf``.
 
     Args:
-        logits: scores of shape (..., V).
+        logits: scores of shape (..., n_vocab).
         p: probability mass to keep, in (0, 1]. The most likely token is always kept.
 
     Returns:
@@ -130,9 +130,9 @@ def top_p_filter(logits: Tensor, p: float) -> Tensor:
     """
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < p <= 1.0:
         raise ValueError(f"top_p must be a float in (0, 1], got {p!r}")
-    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (..., V)
-    probs = torch.softmax(sorted_logits, dim=-1)  # (..., V)
-    mass_before = torch.cumsum(probs, dim=-1) - probs  # (..., V) mass of the more likely ones
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (..., n_vocab)
+    probs = torch.softmax(sorted_logits, dim=-1)  # (..., n_vocab)
+    mass_before = torch.cumsum(probs, dim=-1) - probs  # (..., n_vocab) mass of the more likely ones
     drop_sorted = mass_before >= p  # the set already reached p without this token
     drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
     return logits.masked_fill(drop, float("-inf"))
@@ -294,7 +294,7 @@ class GPT(nn.Module):
             cache = self.new_cache() if use_cache else None
             context = idx[:, -self.config.block_size :]  # (B, <= block_size)
             for _ in range(max_new_tokens):
-                logits = self(context, cache=cache)[:, -1, :]  # (B, V) last position
+                logits = self(context, cache=cache)[:, -1, :]  # (B, n_vocab) last position
                 next_id = self._choose(logits, do_sample, temperature, top_k, top_p, generator)
                 idx = torch.cat([idx, next_id], dim=1)  # (B, T + 1)
                 context = next_id if use_cache else idx[:, -self.config.block_size :]
@@ -311,7 +311,7 @@ class GPT(nn.Module):
         top_p: float | None,
         generator: torch.Generator | None,
     ) -> Tensor:
-        """One token per row from the last position's logits (B, V) -> (B, 1)."""
+        """One token per row from the last position's logits (B, n_vocab) -> (B, 1)."""
         logits = logits.float() / temperature
         if top_k is not None:
             logits = top_k_filter(logits, top_k)
@@ -319,7 +319,7 @@ class GPT(nn.Module):
             logits = top_p_filter(logits, top_p)
         if not do_sample:
             return logits.argmax(dim=-1, keepdim=True)  # (B, 1)
-        probs = torch.softmax(logits, dim=-1)  # (B, V)
+        probs = torch.softmax(logits, dim=-1)  # (B, n_vocab)
         return torch.multinomial(probs, 1, generator=generator)  # (B, 1)
 
     @classmethod
@@ -367,7 +367,11 @@ class GPT(nn.Module):
         :func:`mtlib.loading.load_weights` checks every shape and that nothing is left out.
 
         Dropout: GPT-2 drops the attention weights and each sub-layer's output; mtlib's block
-        also drops the feed-forward hidden units. Outputs are equal in eval mode.
+        also drops the feed-forward hidden units, and uses one rate for all of them (HF's
+        ``resid_pdrop``). Outputs are equal in eval mode. A model in training mode whose
+        ``attn_pdrop``, ``embd_pdrop`` and ``resid_pdrop`` differ is refused, since fine-tuning
+        the copy would silently drop at another rate (GPT-2's own checkpoints use 0.1 for all
+        three); call ``model.eval()`` first to copy it for inference.
 
         Args:
             model: the Hugging Face model, with tied input and output embeddings.
@@ -377,14 +381,23 @@ class GPT(nn.Module):
             logits.
 
         Raises:
-            ValueError: on an unsupported config, untied embeddings, or a tensor that is
-                missing, unexpected or misshapen (the error names it).
+            ValueError: on an unsupported config, untied embeddings, unequal dropout rates in
+                training mode, or a tensor that is missing, unexpected or misshapen (the error
+                names it).
         """
         if not isinstance(model, nn.Module) or not hasattr(model, "config"):
             raise TypeError(
                 f"model must be a transformers GPT2LMHeadModel or GPT2Model, got {type(model).__name__}"
             )
         config = cls.config_from_hf(model.config)
+        names = ("attn_pdrop", "embd_pdrop", "resid_pdrop")
+        rates = {n: float(getattr(model.config, n, config.dropout)) for n in names}
+        if model.training and len(set(rates.values())) > 1:
+            raise ValueError(
+                f"the model is in training mode with unequal dropout rates {rates}: mtlib's GPT "
+                "uses one rate everywhere, so the copy would train differently. Set them equal "
+                "in model.config, or call model.eval() to copy it for inference"
+            )
         state = dict(model.state_dict())
         # Older transformers versions keep the causal mask as buffers named attn.bias and
         # attn.masked_bias: not weights, so not copied.

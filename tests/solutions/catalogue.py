@@ -220,10 +220,16 @@ VARIANTS: dict[str, list[Callable[..., Any]]] = {
     "check_sinusoidal_encoding": [t06.mtlib_table, _sin_table_variant],
     "check_rope_rotation": [t06.mtlib_rope, _rope_complex],
     "check_alibi_bias": [t06.mtlib_alibi],
+    "check_sinusoidal_positions": [t06.rows_from_page, t06.rows_by_loops],
+    "check_alibi_positions": [t06.alibi_at_loops],
     "check_feed_forward": [t07.good_ffn_linear, _ffn_einsum],
     "check_layer_norm": [t07.good_ln_functional],
     "check_post_ln_block": [t07.post_ln],
     "check_pre_ln_block": [t07.pre_ln_variant],
+    "check_swiglu_width": [t07.swiglu_width_by_count],
+    "check_swiglu_ffn": [t07.good_swiglu_by_hand],
+    "check_rms_norm_by_hand": [t07.good_rms_functional, t07.good_rms_norm_of_vector],
+    "check_parallel_block": [t07.parallel_twice_normed],
     "check_shift_right": [t08.good_shift_roll],
     "check_greedy_decode": [t08.good_greedy_tensor, _greedy_while_true],
     "check_label_smoothing_loss": [t08.good_smoothing_torch, _smoothing_manual_kl],
@@ -745,7 +751,17 @@ BUGS: dict[str, list[Bug]] = {
         Bug(
             "sines then cosines (halves)",
             t06.halves_table,
-            r"case 1 of 3 .*Hint: you put all sines first",
+            r"case 1 of 3 .*Hint: you put all sines first.*equivalent up to a permutation",
+        ),
+        Bug(
+            "exponent 4i/d (2i doubled)",
+            t06.exponent_4i_table,
+            r"case 1 of 3 .*Hint: your exponent is 4i / d_model",
+        ),
+        Bug(
+            "positions from 1",
+            t06.from_one_table,
+            r"case 1 of 3 .*Hint: your row 0 equals the reference row 1",
         ),
         Bug(
             "transposed table",
@@ -773,6 +789,10 @@ BUGS: dict[str, list[Bug]] = {
             "wrong frequency exponent (i / Dh)",
             _rope_exponent_i,
             r"case 1 of 3 .*Hint: your exponent is i / Dh",
+        ),        Bug(
+            "neighbour pairs, output in halves",
+            t06.halves_out_rope,
+            r"case 1 of 3 .*Hint: your pairs are right, \(x\[2i\], x\[2i\+1\]\), but the output is in halves",
         ),
     ],
     "check_alibi_bias": [
@@ -802,10 +822,75 @@ BUGS: dict[str, list[Bug]] = {
             t06.future_minus_inf,
             r"case 1 of 3 .*Hint: you put -inf on the keys after the query",
         ),
+        Bug("Bloom's + m * j", t06.bloom_alibi, r"case 1 of 3 .*Hint: your bias is \+m_h \* j"),
         Bug(
             "no batch dimension",
             t06.good_alibi,
             r"case 1 of 3 .*expected output shape \(1, 4, 5, 5\), got \(4, 5, 5\)",
+        ),
+    ],
+    "check_sinusoidal_positions": [
+        Bug(
+            "float32 angles, cast to float64 at the end",
+            t06.rows_float32_angles,
+            r"case 4 of 4 .*Hint: the error grows with the position",
+        ),
+        Bug(
+            "float32 result",
+            t06.rows_float32_out,
+            r"case 1 of 4 .*expected dtype torch.float64, got torch.float32",
+        ),
+        Bug(
+            "sines then cosines (halves)",
+            t06.rows_halves,
+            r"case 1 of 4 .*Hint: .*equivalent up to a permutation of channels",
+        ),
+        Bug(
+            "exponent 4i/d (2i doubled)",
+            t06.rows_exponent_4i,
+            r"case 1 of 4 .*Hint: your exponent is 4i / d_model",
+        ),
+        Bug(
+            "position p + 1",
+            t06.rows_plus_one,
+            r"case 1 of 4 .*Hint: your row for position p equals the reference row for p \+ 1",
+        ),
+        Bug(
+            "positions 0..n-1 instead of the given ones",
+            t06.rows_arange,
+            r"case 2 of 4 .*Hint: you used positions 0 .. n-1",
+        ),
+        Bug(
+            "base ignored (10000)",
+            t06.rows_fixed_base,
+            r"case 3 of 4 .*Hint: you used 10000 whatever the base",
+        ),
+    ],
+    "check_alibi_positions": [
+        Bug(
+            "alibi_bias(H, Tq, Tk): positions ignored",
+            t06.alibi_at_arange,
+            r"case 2 of 4 .*Hint: you ignored the positions given",
+        ),
+        Bug(
+            "Bloom's + m * j",
+            t06.alibi_at_bloom,
+            r"case 1 of 4 .*Hint: your bias is \+m_h \* j, Bloom's form",
+        ),
+        Bug(
+            "m * i - m * j in float32",
+            t06.alibi_at_float32_products,
+            r"case 4 of 4 .*Hint: only the distance matters",
+        ),
+        Bug(
+            "signed distance",
+            t06.alibi_at_signed,
+            r"case 1 of 4 .*Hint: .*without the absolute value",
+        ),
+        Bug(
+            "positions sorted",
+            t06.alibi_at_sorted_keys,
+            r"case 3 of 4 .*Hint: the order of the rows and columns",
         ),
     ],
     "check_feed_forward": [
@@ -817,7 +902,8 @@ BUGS: dict[str, list[Bug]] = {
         ),
         Bug("GELU instead of ReLU", t07.ffn_gelu, r"case 1 of 3 .*Hint: this is GELU"),
         Bug("transposed weights", t07.ffn_transposed, r"case 1 of 3 .*raised RuntimeError"),
-        Bug("biases left out", t07.ffn_no_bias, r"case 1 of 3 .*values differ.*Hint: x @ w1 \+ b1"),
+        Bug("biases left out", t07.ffn_no_bias, r"case 1 of 3 .*Hint: your output ignores both biases"),
+        Bug("b1 after the ReLU", t07.ffn_b1_after_relu, r"case 1 of 3 .*Hint: you added b1 after the ReLU"),
     ],
     "check_layer_norm": [
         Bug(
@@ -847,6 +933,7 @@ BUGS: dict[str, list[Bug]] = {
         Bug("Pre-LN wiring", t07.pre_ln, r"case 1 of 3 .*Hint: this is the Pre-LN wiring"),
         Bug("no residual", t07.post_no_residual, r"Hint: there is no residual connection"),
         Bug("norms swapped", t07.post_swapped, r"Hint: norm1 belongs to the attention"),
+        Bug("attn(x)[0]", t07.post_tuple, r"case 1 of 3 .*Hint: attn here is a plain function"),
     ],
     "check_pre_ln_block": [
         Bug("Post-LN wiring", t07.post_ln, r"case 1 of 3 .*Hint: this is the Post-LN wiring"),
@@ -858,6 +945,44 @@ BUGS: dict[str, list[Bug]] = {
         ),
         Bug("norms swapped", t07.pre_swapped, r"Hint: norm1 belongs to the attention"),
         Bug("FFN before attention", t07.pre_ffn_first, r"case 1 of 3 .*values differ"),
+        Bug(
+            "residual from the normalised input",
+            t07.pre_residual_from_normed,
+            r"case 1 of 3 .*Hint: your residual adds the normalised input",
+        ),
+        Bug("attn(x)[0]", t07.pre_tuple, r"case 1 of 3 .*Hint: attn here is a plain function"),
+    ],
+    "check_swiglu_width": [
+        Bug("a float", t07.width_float, r"case 1 of 4 .*Hint: a width counts hidden units"),
+        Bug("ratio inverted (3/2)", t07.width_inverted, r"case 1 of 4 .*Hint: you inverted the ratio"),
+        Bug("the ReLU width", t07.width_unchanged, r"case 1 of 4 .*Hint: at the ReLU FFN's own width"),
+        Bug("8/3 d_model", t07.width_shazeer, r"case 1 of 4 .*Hint: 8/3 \* d_model is the matched width only"),
+        Bug("rounded where none matches", t07.width_truncated, r"case 4 of 4 .*Hint: no integer width matches"),
+    ],
+    "check_swiglu_ffn": [
+        Bug("SiLU on the up projection", t07.swiglu_swapped, r"case 1 of 3 .*Hint: the SiLU goes on the gate"),
+        Bug("sigmoid gate (GLU)", t07.swiglu_sigmoid, r"case 1 of 3 .*Hint: this gate is a sigmoid"),
+        Bug("SiLU after the product", t07.swiglu_after_product, r"case 1 of 3 .*Hint: the SiLU acts on the gate alone"),
+        Bug("no up projection", t07.swiglu_no_up, r"case 1 of 3 .*Hint: your output ignores w_up"),
+        Bug("SiLU as e^z / (1 + e^z)", t07.swiglu_exp_overflow, r"case 3 of 3 .*NaN or inf.*Hint: the gate's pre-activations"),
+    ],
+    "check_rms_norm_by_hand": [
+        Bug("LayerNorm's mean subtraction", t07.rms_centred, r"case 1 of 3 .*Hint: you subtracted the mean"),
+        Bug("eps outside the root", t07.rms_eps_outside, r"case 2 of 3 .*Hint: eps goes inside the square root"),
+        Bug("no eps", t07.rms_no_eps, r"case 2 of 3 .*Hint: you left out eps"),
+        Bug("the L2 norm", t07.rms_l2, r"case 1 of 3 .*Hint: you divided by the L2 norm"),
+        Bug("one mean square for the tensor", t07.rms_global, r"case 1 of 3 .*Hint: you took one mean square over the whole"),
+    ],
+    "check_parallel_block": [
+        Bug("sequential Pre-LN", t07.parallel_sequential, r"case 1 of 3 .*Hint: this is the sequential Pre-LN block"),
+        Bug(
+            "residual from the normalised input",
+            t07.parallel_normed_residual,
+            r"case 1 of 3 .*Hint: your residual adds the normalised input",
+        ),
+        Bug("attn(x)[0]", t07.parallel_tuple, r"case 1 of 3 .*Hint: attn here is a plain function"),
+        Bug("x added twice", t07.parallel_two_residuals, r"case 1 of 3 .*Hint: you added x twice"),
+        Bug("norm after the sum", t07.parallel_post, r"case 1 of 3 .*Hint: you normalised after the sum"),
     ],
     "check_shift_right": [
         Bug(
