@@ -225,9 +225,9 @@ WRONG = {  # chapter -> (the function to replace in the student version, a typic
         "Hint: you allow the next token too",
     ),
     "06_positional_encoding": (
-        "def my_table(max_len, d_model):",
-        "    pos = torch.arange(max_len)[:, None] / 10000 ** (torch.arange(0, d_model, 2) / d_model)\n"
-        "    return torch.stack([pos.cos(), pos.sin()], -1).flatten(-2)",
+        "def my_table(positions, d_model, base=10000.0):",
+        "    angles = positions[:, None].double() / base ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)\n"
+        "    return torch.stack([angles.cos(), angles.sin()], -1).flatten(-2)",
         "Hint: sine and cosine are swapped",
     ),
 }
@@ -280,9 +280,12 @@ def test_nbgrader_round_trip(tmp_path: Path) -> None:
         for cell in good["cells"]:
             cell["source"] = _without_markers(_src(cell))
         wrong = json.loads(json.dumps(good))  # correct but for one typical mistake in exercise 1
+        swapped = 0
         for cell in wrong["cells"]:
             if _src(cell).startswith(header):
                 cell["source"] = f"{header}\n{wrong_body}\n"
+                swapped += 1
+        assert swapped == 1, f"{name}: no solution cell starts with {header!r} (the stub changed?)"
         for student, notebook in (("correct", good), ("untouched", release), ("wrong", wrong)):
             target = course / "submitted" / student / assignment / f"{name}.ipynb"
             target.parent.mkdir(parents=True, exist_ok=True)

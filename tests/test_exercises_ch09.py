@@ -7,7 +7,6 @@ import torch.nn.functional as F
 from mtlib.exercises import CheckFailed
 from mtlib.exercises.ch09 import (
     check_distillation_loss,
-    check_hf_attention_mask,
     check_masked_mean_pool,
     check_mlm_masking,
 )
@@ -103,29 +102,7 @@ def test_mlm_masking_rejects_labels_from_the_corrupted_inputs():
         check_mlm_masking(wrong)
 
 
-# --- 2. the attention mask ------------------------------------------------------------------
-
-
-def test_hf_attention_mask_accepts_correct_variants():
-    check_hf_attention_mask(lambda m: m.bool()[:, None, None, :])
-    check_hf_attention_mask(lambda m: (m != 0).unsqueeze(1).unsqueeze(2))
-
-
-@pytest.mark.parametrize(
-    ("fn", "message"),
-    [
-        (lambda m: m.float()[:, None, None, :], "bool tensor"),
-        (lambda m: (m == 0)[:, None, None, :], "opposite sign"),
-        (lambda m: m.bool()[:, None, :, None], "queries"),
-        (lambda m: m.bool(), "add the head and query dimensions"),
-    ],
-)
-def test_hf_attention_mask_names_typical_mistakes(fn, message):
-    with pytest.raises(CheckFailed, match=message):
-        check_hf_attention_mask(fn)
-
-
-# --- 2b. mean pooling over the real tokens ---------------------------------------------------
+# --- 2. mean pooling over the real tokens ---------------------------------------------------
 
 
 def good_pool_einsum(hidden, mask):

@@ -8,7 +8,6 @@ import torch
 import torch.nn.functional as F
 
 from mtlib import exercises
-from mtlib.models.gpt import top_p_filter
 from tests.solutions import ch10 as solutions
 
 # ---- top-k ----------------------------------------------------------------------------------
@@ -175,122 +174,6 @@ def test_min_p_mistakes_are_named(wrong, message):
         exercises.check_min_p_probs(wrong)
 
 
-# ---- top-p ----------------------------------------------------------------------------------
-
-
-def good_top_p(logits, p):
-    probs = torch.softmax(logits, dim=-1)
-    values, order = probs.sort(dim=-1, descending=True)
-    before = values.cumsum(dim=-1) - values
-    values = values.masked_fill(before >= p, 0.0)
-    kept = torch.zeros_like(probs).scatter(-1, order, values)
-    return kept / kept.sum(dim=-1, keepdim=True)
-
-
-def good_top_p_loop(logits, p):  # a correct variant: one row at a time, a Python loop
-    flat = torch.softmax(logits, dim=-1).reshape(-1, logits.shape[-1])
-    out = torch.zeros_like(flat)
-    for r, row in enumerate(flat):
-        total = 0.0
-        for i in row.argsort(descending=True).tolist():
-            out[r, i] = row[i]
-            total += float(row[i])
-            if total >= p:
-                break
-        out[r] /= out[r].sum()
-    return out.reshape(logits.shape)
-
-
-def top_p_strict(logits, p):
-    probs = torch.softmax(logits, dim=-1)
-    values, order = probs.sort(dim=-1, descending=True)
-    drop = values.cumsum(dim=-1) > p
-    drop[..., 0] = False
-    values = values.masked_fill(drop, 0.0)
-    kept = torch.zeros_like(probs).scatter(-1, order, values)
-    return kept / kept.sum(dim=-1, keepdim=True)
-
-
-def top_p_unnormalised(logits, p):
-    out = good_top_p(logits, p)
-    return torch.softmax(logits, dim=-1) * (out > 0)
-
-
-def top_p_ascending(logits, p):  # sorts the wrong way: keeps the least likely tokens
-    probs = torch.softmax(logits, dim=-1)
-    values, order = probs.sort(dim=-1)
-    before = values.cumsum(dim=-1) - values
-    values = values.masked_fill(before >= p, 0.0)
-    kept = torch.zeros_like(probs).scatter(-1, order, values)
-    return kept / kept.sum(dim=-1, keepdim=True)
-
-
-def good_top_p_hf(logits, p):  # a correct variant: Hugging Face's ascending sort, cum <= 1 - p
-    probs = torch.softmax(logits, dim=-1)
-    values, order = probs.sort(dim=-1)
-    drop = values.cumsum(dim=-1) <= 1 - p
-    drop[..., -1] = False
-    keep = ~drop.scatter(-1, order, drop)
-    kept = probs * keep
-    return kept / kept.sum(dim=-1, keepdim=True)
-
-
-def good_top_p_filter(logits, p):  # mtlib's filter (what the chapter uses)
-    return torch.softmax(top_p_filter(logits, p), dim=-1)
-
-
-def top_p_no_first(logits, p):  # cum > p and the most likely token not forced in
-    probs = torch.softmax(logits, dim=-1)
-    values, order = probs.sort(dim=-1, descending=True)
-    drop = values.cumsum(dim=-1) > p
-    kept = probs.masked_fill(drop.scatter(-1, order, drop), 0.0)
-    return kept / kept.sum(dim=-1, keepdim=True)
-
-
-def top_p_no_first_logits(logits, p):  # the same, written with -inf and a softmax
-    probs = torch.softmax(logits, dim=-1)
-    values, order = probs.sort(dim=-1, descending=True)
-    drop = values.cumsum(dim=-1) > p
-    return torch.softmax(logits.masked_fill(drop.scatter(-1, order, drop), float("-inf")), dim=-1)
-
-
-def top_p_logits(logits, p):
-    return top_p_filter(logits, p)
-
-
-def top_p_naive_exp(logits, p):
-    e = logits.exp()
-    probs = e / e.sum(dim=-1, keepdim=True)
-    values, order = probs.sort(dim=-1, descending=True)
-    drop = values.cumsum(dim=-1) - values >= p
-    kept = probs.masked_fill(drop.scatter(-1, order, drop), 0.0)
-    return kept / kept.sum(dim=-1, keepdim=True)
-
-
-def test_top_p_correct_answers_pass(capsys):
-    for good in (good_top_p, good_top_p_loop, good_top_p_hf, good_top_p_filter):
-        exercises.check_top_p_probs(good)
-    assert capsys.readouterr().out.count("check_top_p_probs: all 6 cases passed.") == 4
-
-
-@pytest.mark.parametrize(
-    ("wrong", "message"),
-    [
-        (top_p_strict, "includes the token that makes the mass reach p"),
-        (top_p_no_first, "case 1 of 6 (one row of 8 logits, p = 0.6): your output equals a known mistake\nHint: the most likely token is always kept"),
-        (top_p_no_first_logits, "Hint: the most likely token is always kept"),
-        (top_p_logits, "Hint: return probabilities, not the filtered logits"),
-        (top_p_unnormalised, "renormalise"),
-        (top_p_naive_exp, "case 6 of 6 (logits near 1000, p = 0.9): output contains NaN"),
-        (top_p_naive_exp, "exp(1000) overflows to inf"),
-        (top_p_ascending, "values differ"),
-    ],
-)
-def test_top_p_mistakes_are_named(wrong, message):
-    with pytest.raises(exercises.CheckFailed, match=re.escape(message)):
-        exercises.check_top_p_probs(wrong)
-
-
 # ---- the language-model loss ----------------------------------------------------------------
 
 
@@ -412,17 +295,12 @@ def test_stub_raises_without_hint():
     [
         (exercises.check_top_k_probs, good_top_k),
         (exercises.check_min_p_probs, good_min_p),
-        (exercises.check_top_p_probs, good_top_p),
         (exercises.check_causal_lm_loss, good_loss),
     ],
 )
 def test_a_result_on_the_gpu_is_compared(checker, good, capsys):
     checker(lambda *args: good(*(a.cuda() if isinstance(a, torch.Tensor) else a for a in args)))
     assert "passed" in capsys.readouterr().out
-
-
-def top_p_no_first_zeros(logits, p):  # cum > p, first not forced, and a guarded division
-    return top_p_no_first(logits, p).nan_to_num(0.0)
 
 
 def min_p_strict_zeros(logits, p_min):
@@ -434,7 +312,6 @@ def min_p_strict_zeros(logits, p_min):
 @pytest.mark.parametrize(
     ("checker", "wrong", "message"),
     [
-        (exercises.check_top_p_probs, top_p_no_first_zeros, "case 1 of 6 (one row of 8 logits, p = 0.6): your output equals a known mistake\nHint: the most likely token is always kept: with cum > p, a row whose most likely token alone has more than p lost every token (a row of zeros)"),
         (exercises.check_min_p_probs, min_p_strict_zeros, "case 3 of 5 (p_min = 1.0 (only the most likely token)): your output equals a known mistake\nHint: the most likely token is always kept: compare with >=, not >, or a row loses every token (a row of zeros)"),
     ],
 )

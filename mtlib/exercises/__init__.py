@@ -30,18 +30,12 @@ from mtlib.exercises.ch04 import (
 )
 from mtlib.exercises.ch05 import check_causal_mask, check_combined_mask, check_padding_mask
 from mtlib.exercises.ch06 import (
-    check_alibi_bias,
     check_alibi_positions,
     check_rope_rotation,
-    check_sinusoidal_encoding,
     check_sinusoidal_positions,
 )
 from mtlib.exercises.ch07 import (
-    check_feed_forward,
-    check_layer_norm,
     check_parallel_block,
-    check_post_ln_block,
-    check_pre_ln_block,
     check_rms_norm_by_hand,
     check_swiglu_ffn,
     check_swiglu_width,
@@ -49,7 +43,6 @@ from mtlib.exercises.ch07 import (
 from mtlib.exercises.ch08 import check_greedy_decode, check_label_smoothing_loss, check_shift_right
 from mtlib.exercises.ch09 import (
     check_distillation_loss,
-    check_hf_attention_mask,
     check_masked_mean_pool,
     check_mlm_masking,
 )
@@ -57,12 +50,8 @@ from mtlib.exercises.ch10 import (
     check_causal_lm_loss,
     check_min_p_probs,
     check_top_k_probs,
-    check_top_p_probs,
 )
 from mtlib.exercises.ch11 import (
-    check_alpha_rollout,
-    check_attention_rollout,
-    check_patch_embedding,
     check_rollout_by_layer,
     check_unpatchify,
 )
@@ -92,15 +81,9 @@ __all__ = [
     "check_causal_mask",
     "check_combined_mask",
     "check_padding_mask",
-    "check_alibi_bias",
     "check_alibi_positions",
     "check_rope_rotation",
-    "check_sinusoidal_encoding",
     "check_sinusoidal_positions",
-    "check_feed_forward",
-    "check_layer_norm",
-    "check_post_ln_block",
-    "check_pre_ln_block",
     "check_swiglu_width",
     "check_swiglu_ffn",
     "check_rms_norm_by_hand",
@@ -109,16 +92,11 @@ __all__ = [
     "check_label_smoothing_loss",
     "check_shift_right",
     "check_distillation_loss",
-    "check_hf_attention_mask",
     "check_masked_mean_pool",
     "check_mlm_masking",
     "check_causal_lm_loss",
     "check_min_p_probs",
     "check_top_k_probs",
-    "check_top_p_probs",
-    "check_alpha_rollout",
-    "check_attention_rollout",
-    "check_patch_embedding",
     "check_rollout_by_layer",
     "check_unpatchify",
     "check_kv_cache_append",

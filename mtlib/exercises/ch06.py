@@ -1,10 +1,12 @@
-"""Chapter 6, positional encoding: the sinusoidal table, the RoPE rotation, the ALiBi bias.
+"""Chapter 6, positional encoding: the sinusoidal rows at given positions, the RoPE rotation,
+the ALiBi bias at given positions.
 
 Besides comparing with a reference, these checkers recognise the typical mistakes (sine and
 cosine swapped, an exponent without the 2 or without ``/ d``, channels paired the wrong way,
-a rotation in the wrong direction; ALiBi slopes off by one head or in reverse order, queries
-placed at the wrong positions, a signed distance, -inf on future keys, Bloom's ``m * j`` form) and name them in the hint. Every case has
-``max_len != d_model`` (or ``len(positions) != d_model``) or ``q_len != k_len``.
+a rotation in the wrong direction; ALiBi slopes off by one head or in reverse order, the
+positions given ignored, a signed distance, -inf on future keys, Bloom's ``m * j`` form) and
+name them in the hint. Every RoPE and ALiBi case has ``T != Dh`` or ``Tq != Tk``, and every
+sinusoidal case but one has ``len(positions) != d_model``.
 
 The inputs are CPU tensors (or Python numbers). A result on another device (computed on the
 GPU) is moved back before the comparison; a tensor that cannot be read back (``meta``) and a
@@ -21,30 +23,14 @@ import torch
 from mtlib.exercises._core import _Case, _check
 
 __all__ = [
-    "check_alibi_bias",
     "check_alibi_positions",
     "check_rope_rotation",
-    "check_sinusoidal_encoding",
     "check_sinusoidal_positions",
 ]
 
 # --------------------------------------------------------------------------------------------
 # 1. The sinusoidal table
 # --------------------------------------------------------------------------------------------
-
-
-def _sinusoidal(
-    max_len: int,
-    d_model: int,
-    *,
-    swap: bool = False,
-    exponent: str = "2i/d",
-    halves: bool = False,
-    first: int = 0,
-) -> torch.Tensor:
-    """The reference table (float64) and, with the keyword arguments, the typical mistakes."""
-    positions = torch.arange(first, first + max_len)
-    return _sinusoidal_at(positions, d_model, swap=swap, exponent=exponent, halves=halves)
 
 
 def _sinusoidal_at(
@@ -80,58 +66,6 @@ _EXPONENT_4I_HINT = (
     "your exponent is 4i / d_model: i already counts in steps of 2 (2i = 0, 2, 4, ...), so do "
     "not double it again"
 )
-
-
-def _column_exponent(max_len: int, d_model: int) -> torch.Tensor:
-    """Mistake: every column j gets its own frequency 10000^(-j/d) (no pairs)."""
-    pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (L, 1)
-    j = torch.arange(d_model, dtype=torch.float64)  # (d,)
-    angles = pos / 10000.0 ** (j / d_model)  # (L, d)
-    return torch.where(j.long() % 2 == 0, torch.sin(angles), torch.cos(angles))
-
-
-def check_sinusoidal_encoding(fn: Callable[[int, int], torch.Tensor]) -> None:
-    """Check ``fn(max_len, d_model)``: the sinusoidal table of shape ``(max_len, d_model)``.
-
-    ``PE[pos, 2i] = sin(pos / 10000^(2i / d_model))`` and
-    ``PE[pos, 2i + 1] = cos(pos / 10000^(2i / d_model))``: even columns sines, odd columns
-    cosines, one frequency per (sine, cosine) pair.
-
-    Raises:
-        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
-    """
-    cases = [
-        _Case(
-            "max_len=7, d_model=10",
-            (7, 10),
-            hint="compare a few entries with section 6.2's equation by hand: row = position, "
-            "column 2i the sine and column 2i + 1 the cosine of one angle",
-        ),
-        _Case(
-            "max_len=50, d_model=6", (50, 6), hint="the exponent is 2i / d_model, i the pair index"
-        ),
-        _Case("max_len=5, d_model=16", (5, 16), hint="rows are positions, columns are channels"),
-    ]
-    mistakes = {
-        "sine and cosine are swapped: even columns (0, 2, ...) are sines, odd columns cosines": (
-            lambda n, d: _sinusoidal(n, d, swap=True)
-        ),
-        "your exponent is i / d_model: it is 2i / d_model, where i counts (sine, cosine) pairs, so "
-        "the frequencies go from 1 down to about 1/10000": lambda n, d: _sinusoidal(
-            n, d, exponent="i/d"
-        ),
-        "your exponent is 2i without dividing by d_model: almost every frequency is then zero": (
-            lambda n, d: _sinusoidal(n, d, exponent="2i")
-        ),
-        _HALVES_HINT: lambda n, d: _sinusoidal(n, d, halves=True),
-        "each column has its own frequency 10000^(-j/d): columns 2i and 2i + 1 must share one "
-        "frequency (a sine and a cosine of the same angle)": _column_exponent,
-        _EXPONENT_4I_HINT: lambda n, d: _sinusoidal(n, d, exponent="4i/d"),
-        "your row 0 equals the reference row 1: positions start at 0": lambda n, d: _sinusoidal(
-            n, d, first=1
-        ),
-    }
-    _check("check_sinusoidal_encoding", fn, cases, _sinusoidal, mistakes=mistakes)
 
 
 def check_sinusoidal_positions(fn: Callable[[torch.Tensor, int, float], torch.Tensor]) -> None:
@@ -291,15 +225,6 @@ def check_rope_rotation(fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 # --------------------------------------------------------------------------------------------
 
 
-def _alibi(
-    num_heads: int, q_len: int, k_len: int, *, queries_first: bool = False, **mistake: Any
-) -> torch.Tensor:
-    """The reference bias (float64, (1, H, Tq, Tk)) and the typical mistakes: the queries are
-    the last ``q_len`` of the ``k_len`` positions."""
-    start = 0 if queries_first else k_len - q_len
-    return _alibi_at(num_heads, torch.arange(start, start + q_len), torch.arange(k_len), **mistake)
-
-
 def _alibi_at(
     num_heads: int,
     q_positions: torch.Tensor,
@@ -365,36 +290,6 @@ def _alibi_mistakes(
         "mask it is shift-invariant under the softmax in each query row, but this exercise asks "
         "for -m_h * |i - j|": lambda h, q, k: alibi(h, q, k, form="mpt"),
     }
-
-
-def check_alibi_bias(fn: Callable[[int, int, int], torch.Tensor]) -> None:
-    """Check ``fn(num_heads, q_len, k_len)``: ALiBi's bias of shape ``(1, H, q_len, k_len)``.
-
-    Head ``h = 1 .. H`` (``H`` a power of two) has slope ``m_h = 2^(-8h / H)``; the bias is
-    ``-m_h * |i - j|`` for a query at position ``i`` and a key at position ``j``. The queries
-    are the *last* ``q_len`` of the ``k_len`` positions (as when decoding with a cache), so
-    query row 0 sits at position ``k_len - q_len``.
-
-    Raises:
-        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
-    """
-    cases = [
-        _Case("H=4, q_len=k_len=5", (4, 5, 5), hint="bias[0, h-1, i, j] = -m_h * |i - j|"),
-        _Case(
-            "H=8, q_len=3, k_len=7",
-            (8, 3, 7),
-            hint="the queries are the last q_len positions: row 0 is position k_len - q_len",
-        ),
-        _Case(
-            "H=2, q_len=1, k_len=6", (2, 1, 6), hint="one query, the newest token, at position 5"
-        ),
-    ]
-    mistakes = _alibi_mistakes(
-        _alibi,
-        "your queries sit at positions 0 .. q_len-1: they are the last q_len positions, "
-        "k_len - q_len .. k_len - 1",
-    )
-    _check("check_alibi_bias", fn, cases, _alibi, mistakes=mistakes)
 
 
 def _alibi_given(

@@ -1,24 +1,21 @@
-"""Chapter 7, the Transformer block: self-checks for the feed-forward network, LayerNorm and
-the ways of wiring a block.
+"""Chapter 7, the Transformer block: self-checks for the SwiGLU feed-forward network, RMSNorm
+and the parallel block.
 
 - :func:`check_swiglu_width` and :func:`check_swiglu_ffn`: a SwiGLU FFN with exactly the weights
   of a given ReLU FFN (no biases), and its forward pass;
 - :func:`check_rms_norm_by_hand`: RMSNorm in float32, with a padding row of zeros and an outlier
   row next to ordinary ones;
 - :func:`check_parallel_block`: the parallel block of GPT-J and PaLM,
-  ``x + attn(norm(x)) + ff(norm(x))``;
-- the first versions of the exercises, kept while the notebook still calls them:
-  :func:`check_feed_forward`, :func:`check_layer_norm`, :func:`check_post_ln_block`,
-  :func:`check_pre_ln_block`.
+  ``x + attn(norm(x)) + ff(norm(x))``.
 
-Every case uses distinct sizes (batch != seq_len != d_model != d_ff), so a missing transpose
-raises or fails. Besides comparing with a float64 reference, each checker recognises the
-classic wrong answers (the activation in the wrong place, the unbiased variance, epsilon
-outside the square root, Post-LN wired for Pre-LN, a missing residual, the residual taken from
-the normalised input, ``attn(x)[0]``) and names them. The inputs are CPU tensors; a result
-computed on another device is moved back before the comparison, a result on the ``meta``
-device (no values) is reported in words, and a device mismatch inside the learner's code gets
-its own hint.
+Every tensor case uses distinct sizes (batch != seq_len != d_model, and the hidden width
+differs from d_model), so a missing transpose raises or fails. Besides comparing with a float64
+reference, each checker recognises the classic wrong answers (the SiLU on the wrong projection,
+LayerNorm's mean subtraction, epsilon outside the square root, the sequential Pre-LN wiring for
+the parallel one, a missing residual, the residual taken from the normalised input,
+``attn(x)[0]``) and names them. The inputs are CPU tensors; a result computed on another device
+is moved back before the comparison, a result on the ``meta`` device (no values) is reported in
+words, and a device mismatch inside the learner's code gets its own hint.
 """
 
 from __future__ import annotations
@@ -34,11 +31,7 @@ from torch import Tensor
 from mtlib.exercises._core import _Case, _check, _describe, _fail, _learner_line
 
 __all__ = [
-    "check_feed_forward",
-    "check_layer_norm",
     "check_parallel_block",
-    "check_post_ln_block",
-    "check_pre_ln_block",
     "check_rms_norm_by_hand",
     "check_swiglu_ffn",
     "check_swiglu_width",
@@ -52,335 +45,7 @@ def _gen(seed: int) -> torch.Generator:
 
 
 # --------------------------------------------------------------------------------------------
-# 1. The position-wise feed-forward network
-# --------------------------------------------------------------------------------------------
-
-
-def _ffn(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, *, act: str = "relu") -> Tensor:
-    x, w1, b1, w2, b2 = (t.double() for t in (x, w1, b1, w2, b2))
-    if act == "no b1":
-        b1 = torch.zeros_like(b1)
-    if act == "no b2":
-        b2 = torch.zeros_like(b2)
-    if act == "no biases":
-        b1, b2 = torch.zeros_like(b1), torch.zeros_like(b2)
-    if act == "b1 after":  # the bias added after the ReLU
-        return (torch.relu(x @ w1) + b1) @ w2 + b2
-    h = x @ w1 + b1  # (..., d_ff)
-    if act in ("relu", "no b1", "no b2", "no biases"):
-        h = torch.relu(h)
-    elif act == "gelu":
-        h = F.gelu(h)
-    elif act == "gelu tanh":
-        h = F.gelu(h, approximate="tanh")
-    elif act == "sigmoid":
-        h = torch.sigmoid(h)
-    elif act == "leaky":
-        h = F.leaky_relu(h)
-    elif act == "after":  # the activation after the second layer instead
-        return torch.relu(h @ w2 + b2)
-    elif act == "none":
-        pass
-    return h @ w2 + b2  # (..., d_model)
-
-
-def check_feed_forward(fn: Fn) -> None:
-    """Check ``fn(x, w1, b1, w2, b2)``: the position-wise ReLU network ``relu(x W1 + b1) W2 + b2``.
-
-    Row-vector convention of the book: ``x`` is ``(..., d_model)``, ``w1`` is
-    ``(d_model, d_ff)``, ``b1`` is ``(d_ff,)``, ``w2`` is ``(d_ff, d_model)``, ``b2`` is
-    ``(d_model,)``; the result has the shape of ``x``. Cases: a batch of sequences, a single
-    vector, and d_ff smaller than d_model. Recognised mistakes: no activation, ReLU after the
-    second layer, GELU (exact or tanh), sigmoid or leaky ReLU instead of ReLU, a bias left out,
-    ``b1`` added after the ReLU.
-
-    Raises:
-        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
-    """
-
-    def case(seed: int, shape: tuple[int, ...], d: int, d_ff: int) -> tuple[Tensor, ...]:
-        g = _gen(seed)
-        x = torch.randn(*shape, d, generator=g)
-        return (
-            x,
-            torch.randn(d, d_ff, generator=g) / d**0.5,
-            torch.randn(d_ff, generator=g) * 0.5,
-            torch.randn(d_ff, d, generator=g) / d_ff**0.5,
-            torch.randn(d, generator=g) * 0.5,
-        )
-
-    hint = ("compare your code with the FFN's formula in section 7.2, term by term: which "
-            "weight, which bias and which activation, in which order")  # fmt: skip
-    cases = [
-        _Case("batch 2, seq_len 3, d_model 4, d_ff 7", case(0, (2, 3), 4, 7), hint=hint),
-        _Case("one vector, d_model 5, d_ff 9", case(1, (), 5, 9), hint=hint),
-        _Case("batch 3, seq_len 2, d_model 6, d_ff 4 (d_ff < d_model)", case(2, (3, 2), 6, 4), hint=hint),
-    ]
-    gelu = "this is GELU; the exercise asks for the paper's ReLU"
-
-    def mistake(act: str) -> Fn:
-        return lambda *a: _ffn(*a, act=act)
-
-    mistakes = [
-        ("no activation: without the ReLU the two layers collapse into one linear map", mistake("none")),
-        ("the ReLU goes between the two layers (on the d_ff hidden units), not after the second "
-         "layer: the output of a sublayer must be able to be negative", mistake("after")),
-        (gelu, mistake("gelu")),
-        (gelu + " (you used the tanh approximation of GELU)", mistake("gelu tanh")),
-        ("this is a sigmoid; the exercise asks for the paper's ReLU", mistake("sigmoid")),
-        ("this is a leaky ReLU (negative inputs leak through); the paper's ReLU sets them to 0",
-         mistake("leaky")),
-        ("your output ignores b1", mistake("no b1")),
-        ("your output ignores b2", mistake("no b2")),
-        ("your output ignores both biases, b1 and b2", mistake("no biases")),
-        ("you added b1 after the ReLU: the bias shifts the pre-activation, before the ReLU",
-         mistake("b1 after")),
-    ]  # fmt: skip
-    _check("check_feed_forward", fn, cases, _ffn, mistakes=mistakes)
-
-
-# --------------------------------------------------------------------------------------------
-# 2. LayerNorm
-# --------------------------------------------------------------------------------------------
-
-
-def _layer_norm(
-    x: Tensor, gamma: Tensor, beta: Tensor, eps: float, *, mistake: str = ""
-) -> Tensor:
-    x, gamma, beta = x.double(), gamma.double(), beta.double()
-    if mistake == "swapped":
-        gamma, beta = beta, gamma
-    if mistake == "rms":  # RMSNorm's statistics (no centring), with LayerNorm's gamma and beta
-        return x / (x.pow(2).mean(-1, keepdim=True) + eps).sqrt() * gamma + beta
-    dims: dict[str, int | tuple[int, ...]] = {"dim": 0, "two dims": (-2, -1)}
-    dim = dims.get(mistake, -1)
-    mean = x.mean(dim=dim, keepdim=True)
-    unbiased = mistake in ("unbiased", "unbiased eps outside")
-    var = x.var(dim=dim, keepdim=True, correction=1 if unbiased else 0)
-    if mistake in ("eps outside", "unbiased eps outside"):
-        normed = (x - mean) / (var.sqrt() + eps)
-    elif mistake == "no eps":
-        normed = (x - mean) / var.sqrt()
-    else:
-        normed = (x - mean) / (var + eps).sqrt()
-    if mistake == "no affine":
-        return normed
-    return normed * gamma + beta
-
-
-def check_layer_norm(fn: Fn) -> None:
-    """Check ``fn(x, gamma, beta, eps)``: LayerNorm over the last dimension of ``x``.
-
-    ``(x - mean) / sqrt(var + eps) * gamma + beta`` with the mean and the *biased* variance
-    (divide by d) of each vector ``x[..., :]``; ``gamma`` and ``beta`` are ``(d,)``. Cases: a
-    ``(2, 3, 5)`` batch, a vector with a large offset (one million + small noise,
-    where ``E[x^2] - E[x]^2`` cancels catastrophically even in float64), and a nearly
-    constant input where ``eps`` matters. Recognised mistakes: the unbiased variance
-    (``torch.var``'s default), ``eps`` outside the square root (also with the unbiased std), no
-    ``eps``, no ``gamma``/``beta``, ``gamma`` and ``beta`` swapped, normalising over the batch
-    dimension or over the last two dimensions, RMSNorm's statistics.
-
-    Raises:
-        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
-    """
-
-    def case(seed: int, shape: tuple[int, ...], scale: float, offset: float) -> tuple[Any, ...]:
-        g = _gen(seed)
-        x = offset + scale * torch.randn(*shape, generator=g, dtype=torch.float64)
-        d = shape[-1]
-        gamma = 1 + 0.5 * torch.randn(d, generator=g, dtype=torch.float64)
-        return x, gamma, 0.3 * torch.randn(d, generator=g, dtype=torch.float64)
-
-    cases = [
-        _Case(
-            "x (2, 3, 5), eps 1e-5",
-            (*case(0, (2, 3, 5), 1.0, 0.0), 1e-5),
-            hint="over which dimension are the mean and the variance taken, and where do gamma "
-            "and beta enter? Compare with the formula of section 7.4",
-        ),
-        _Case(
-            "x (4, 6) = 1e6 + noise of std 0.1, eps 1e-5",
-            (*case(1, (4, 6), 0.1, 1e6), 1e-5),
-            hint="subtract the mean before squaring: E[x^2] - E[x]^2 cancels catastrophically at "
-            "1e6 + small noise; and keep the input's float64 (no cast to float32)",
-        ),
-        _Case(
-            "nearly constant x (3, 7) with std 0.01, eps 0.1",
-            (*case(2, (3, 7), 0.01, 2.0), 0.1),
-            hint="eps is 0.1 here and matters: use the eps you are given, and check where it enters",
-        ),
-    ]
-
-    def mistake(name: str) -> Fn:
-        return lambda *a: _layer_norm(*a, mistake=name)
-
-    mistakes = [
-        ("you used the unbiased variance (divide by d - 1, torch.var's default); LayerNorm's "
-         "variance divides by d", mistake("unbiased")),
-        ("eps goes inside the square root, added to the variance, not to the std", mistake("eps outside")),
-        ("two mistakes: x.std divides by d - 1 (LayerNorm divides by d), and eps belongs inside "
-         "the square root, not added to the std", mistake("unbiased eps outside")),
-        ("you left out eps: with a nearly constant input sqrt(var) is tiny and the output "
-         "explodes; eps keeps the denominator away from 0", mistake("no eps")),
-        ("you normalised but did not scale and shift with gamma and beta", mistake("no affine")),
-        ("gamma and beta are swapped: gamma is the scale, beta the shift", mistake("swapped")),
-        ("you normalised over the batch (dim 0), as BatchNorm does; LayerNorm normalises each "
-         "vector over its own features, dim=-1", mistake("dim")),
-        ("you normalised over the last two dimensions (the whole sequence); LayerNorm "
-         "normalises each token's vector on its own, over its d features", mistake("two dims")),
-        ("you did not subtract the mean: that is RMSNorm's statistic; LayerNorm centres each "
-         "vector first", mistake("rms")),
-    ]  # fmt: skip
-    _check("check_layer_norm", fn, cases, _layer_norm, mistakes=mistakes)
-
-
-# --------------------------------------------------------------------------------------------
-# 3. Post-LN and Pre-LN blocks
-# --------------------------------------------------------------------------------------------
-
-
-def _block_case(seed: int, batch: int, seq_len: int, d: int) -> tuple[Any, ...]:
-    """x and four sublayer functions: attention mixes positions (seq_len != d), ff does not."""
-    g = _gen(seed)
-    x = torch.randn(batch, seq_len, d, generator=g, dtype=torch.float64)
-    w_attn = torch.randn(d, d, generator=g, dtype=torch.float64) / d**0.5
-    w_ff = torch.randn(d, d, generator=g, dtype=torch.float64) / d**0.5
-    gains = [1 + 0.3 * torch.randn(d, generator=g, dtype=torch.float64) for _ in range(2)]
-    shifts = [0.2 * torch.randn(d, generator=g, dtype=torch.float64) for _ in range(2)]
-    causal = torch.ones(seq_len, seq_len, dtype=torch.float64).tril()
-    causal = causal / causal.sum(-1, keepdim=True)  # (T, T): average over positions <= t
-
-    def attn(h: Tensor) -> Tensor:  # mixes positions: a causal average, then a linear map
-        return (causal @ h) @ w_attn
-
-    def ff(h: Tensor) -> Tensor:  # position-wise
-        return torch.tanh(h @ w_ff)
-
-    def norm(i: int) -> Callable[[Tensor], Tensor]:
-        def apply(h: Tensor) -> Tensor:
-            return F.layer_norm(h, (d,), gains[i], shifts[i])
-
-        return apply
-
-    return x, attn, ff, norm(0), norm(1)
-
-
-def _block(x: Tensor, attn: Fn, ff: Fn, norm1: Fn, norm2: Fn, *, wiring: str) -> Tensor:
-    if wiring == "post":
-        x = norm1(x + attn(x))
-        return norm2(x + ff(x))
-    if wiring == "pre":
-        x = x + attn(norm1(x))
-        return x + ff(norm2(x))
-    if wiring == "post tuple":  # attn(x)[0]: batch 0's output, broadcast over the batch
-        x = norm1(x + attn(x)[0])
-        return norm2(x + ff(x))
-    if wiring == "pre tuple":
-        x = x + attn(norm1(x))[0]
-        return x + ff(norm2(x))
-    if wiring == "pre normed residual":  # the residual adds norm(x), not x
-        h = norm1(x)
-        x = h + attn(h)
-        h = norm2(x)
-        return h + ff(h)
-    if wiring == "pre normed residual 1":  # only the first sublayer's residual adds norm(x)
-        h = norm1(x)
-        x = h + attn(h)
-        return x + ff(norm2(x))
-    if wiring == "post no residual":
-        return norm2(ff(norm1(attn(x))))
-    if wiring == "pre no residual":
-        return ff(norm2(attn(norm1(x))))
-    if wiring == "parallel":  # the GPT-J block: both sublayers read the block's input
-        return x + attn(norm1(x)) + ff(norm2(x))
-    if wiring == "pre norm after":  # x + norm(sublayer(x))
-        x = x + norm1(attn(x))
-        return x + norm2(ff(x))
-    raise ValueError(wiring)
-
-
-def _block_cases(hint: str) -> list[_Case]:
-    return [
-        _Case("batch 2, seq_len 3, d_model 5", _block_case(0, 2, 3, 5), hint=hint),
-        _Case("batch 1, seq_len 6, d_model 4", _block_case(1, 1, 6, 4), hint=hint),
-        _Case("batch 3, seq_len 1, d_model 7", _block_case(2, 3, 1, 7), hint=hint),
-    ]
-
-
-_TUPLE_HINT = ("attn here is a plain function that returns the (B, T, d) tensor itself, so "
-               "attn(...)[0] is the first sequence of the batch, broadcast over the others. "
-               "(block.self_attn in section 7.5 returns a pair, (output, weights): that is "
-               "why the chapter's my_block indexes it)")  # fmt: skip
-_NORMED_RESIDUAL_HINT = ("your residual adds the normalised input: the stream that runs past "
-                         "each sublayer is the raw x, and only the sublayer's input is "
-                         "normalised (see Pre-LN in section 7.1)")  # fmt: skip
-
-
-def check_post_ln_block(fn: Fn) -> None:
-    """Check ``fn(x, attn, ff, norm1, norm2)``: a Post-LN block, as in the original paper.
-
-    ``x`` is ``(B, T, d)``; ``attn``, ``ff``, ``norm1`` and ``norm2`` are functions
-    ``(B, T, d) -> (B, T, d)`` (attention mixes positions). Post-LN: the norm comes after the
-    residual sum, ``x = norm1(x + attn(x))``, then ``norm2(x + ff(x))``. Recognised mistakes:
-    Pre-LN wiring, a missing residual, the two norms swapped, ``attn(x)[0]``.
-
-    Raises:
-        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
-    """
-    mistakes = {
-        "this is the Pre-LN wiring (x + sublayer(norm(x))); Post-LN normalises AFTER the "
-        "residual sum": lambda *a: _block(*a, wiring="pre"),
-        "there is no residual connection: each sublayer's input must be added to its output "
-        "before the norm": lambda *a: _block(*a, wiring="post no residual"),
-        "norm1 belongs to the attention sublayer and norm2 to the feed-forward sublayer": (
-            lambda x, at, ff, n1, n2: _block(x, at, ff, n2, n1, wiring="post")
-        ),
-        _TUPLE_HINT: lambda *a: _block(*a, wiring="post tuple"),
-    }
-    hint = ("follow the Post-LN equation of section 7.1 step by step: what does each sublayer "
-            "read, what is added, and where is each norm applied?")  # fmt: skip
-    reference = lambda *a: _block(*a, wiring="post")  # noqa: E731
-    _check("check_post_ln_block", fn, _block_cases(hint), reference, mistakes=mistakes)
-
-
-def check_pre_ln_block(fn: Fn) -> None:
-    """Check ``fn(x, attn, ff, norm1, norm2)``: a Pre-LN block (GPT-2 and most models since).
-
-    Same arguments as :func:`check_post_ln_block`. Pre-LN: each sublayer reads a normalised
-    copy and its output is added to the unnormalised stream, ``x = x + attn(norm1(x))``, then
-    ``x + ff(norm2(x))``. Recognised mistakes: Post-LN wiring, a missing residual, the norm
-    applied to the sublayer's output (``x + norm(attn(x))``), the two norms swapped, the
-    residual taken from the normalised input, ``attn(x)[0]``.
-
-    Raises:
-        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
-    """
-    mistakes = {
-        "this is the Post-LN wiring (norm(x + sublayer(x))); Pre-LN normalises the sublayer's "
-        "INPUT and adds to the raw stream": lambda *a: _block(*a, wiring="post"),
-        "there is no residual connection: the block must add each sublayer's output to the "
-        "stream": lambda *a: _block(*a, wiring="pre no residual"),
-        "you normalised the sublayer's output (x + norm(sublayer(x))); Pre-LN normalises its "
-        "input": lambda *a: _block(*a, wiring="pre norm after"),
-        "norm1 belongs to the attention sublayer and norm2 to the feed-forward sublayer": (
-            lambda x, at, ff, n1, n2: _block(x, at, ff, n2, n1, wiring="pre")
-        ),
-        _TUPLE_HINT: lambda *a: _block(*a, wiring="pre tuple"),
-        "this is the parallel block (both sublayers read the block's input x); in the Pre-LN "
-        "block the FFN reads the stream after attention": lambda *a: _block(*a, wiring="parallel"),
-        _NORMED_RESIDUAL_HINT: lambda *a: _block(*a, wiring="pre normed residual"),
-        _NORMED_RESIDUAL_HINT + " (your attention sublayer's residual adds norm1(x))": (
-            lambda *a: _block(*a, wiring="pre normed residual 1")
-        ),
-    }
-    hint = ("follow the Pre-LN equation of section 7.1 step by step: what does each sublayer "
-            "read, and what is it added to?")  # fmt: skip
-    reference = lambda *a: _block(*a, wiring="pre")  # noqa: E731
-    _check("check_pre_ln_block", fn, _block_cases(hint), reference, mistakes=mistakes)
-
-
-# --------------------------------------------------------------------------------------------
-# 4. SwiGLU with the weights of a given ReLU FFN
+# 1. SwiGLU with the weights of a given ReLU FFN
 # --------------------------------------------------------------------------------------------
 
 
@@ -520,7 +185,7 @@ def check_swiglu_ffn(fn: Fn) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# 5. RMSNorm
+# 2. RMSNorm
 # --------------------------------------------------------------------------------------------
 
 
@@ -597,8 +262,43 @@ def check_rms_norm_by_hand(fn: Fn) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# 6. The parallel block (GPT-J, PaLM)
+# 3. The parallel block (GPT-J, PaLM)
 # --------------------------------------------------------------------------------------------
+
+
+def _block_case(seed: int, batch: int, seq_len: int, d: int) -> tuple[Any, ...]:
+    """x and four sublayer functions: attention mixes positions (seq_len != d), ff does not."""
+    g = _gen(seed)
+    x = torch.randn(batch, seq_len, d, generator=g, dtype=torch.float64)
+    w_attn = torch.randn(d, d, generator=g, dtype=torch.float64) / d**0.5
+    w_ff = torch.randn(d, d, generator=g, dtype=torch.float64) / d**0.5
+    gains = [1 + 0.3 * torch.randn(d, generator=g, dtype=torch.float64) for _ in range(2)]
+    shifts = [0.2 * torch.randn(d, generator=g, dtype=torch.float64) for _ in range(2)]
+    causal = torch.ones(seq_len, seq_len, dtype=torch.float64).tril()
+    causal = causal / causal.sum(-1, keepdim=True)  # (T, T): average over positions <= t
+
+    def attn(h: Tensor) -> Tensor:  # mixes positions: a causal average, then a linear map
+        return (causal @ h) @ w_attn
+
+    def ff(h: Tensor) -> Tensor:  # position-wise
+        return torch.tanh(h @ w_ff)
+
+    def norm(i: int) -> Callable[[Tensor], Tensor]:
+        def apply(h: Tensor) -> Tensor:
+            return F.layer_norm(h, (d,), gains[i], shifts[i])
+
+        return apply
+
+    return x, attn, ff, norm(0), norm(1)
+
+
+_TUPLE_HINT = ("attn here is a plain function that returns the (B, T, d) tensor itself, so "
+               "attn(...)[0] is the first sequence of the batch, broadcast over the others. "
+               "(block.self_attn in section 7.5 returns a pair, (output, weights): that is "
+               "why the chapter's my_block indexes it)")  # fmt: skip
+_NORMED_RESIDUAL_HINT = ("your residual adds the normalised input: the stream that runs past "
+                         "each sublayer is the raw x, and only the sublayer's input is "
+                         "normalised (see Pre-LN in section 7.1)")  # fmt: skip
 
 
 def _parallel(x: Tensor, attn: Fn, ff: Fn, norm: Fn, *, mistake: str = "") -> Tensor:

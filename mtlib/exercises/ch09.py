@@ -1,9 +1,7 @@
-"""Chapter 9, BERT: self-checks for the masking rule, the attention mask and distillation.
+"""Chapter 9, BERT: self-checks for the masking rule, masked mean pooling and distillation.
 
 - :func:`check_mlm_masking`: BERT's 80/10/10 rule, checked by its statistics on a large batch
   (which tokens are chosen, what they become, what the labels hold);
-- :func:`check_hf_attention_mask`: Hugging Face's 1/0 ``attention_mask`` (B, T) turned into
-  mtlib's boolean mask (B, 1, 1, T);
 - :func:`check_masked_mean_pool`: the mean of the hidden states over the real tokens (the
   alternative to the ``[CLS]`` vector), a fully padded row included;
 - :func:`check_distillation_loss`: Hinton et al.'s soft-target loss with temperature.
@@ -23,7 +21,6 @@ from mtlib.exercises._core import _call, _Case, _check, _describe, _fail
 
 __all__ = [
     "check_distillation_loss",
-    "check_hf_attention_mask",
     "check_masked_mean_pool",
     "check_mlm_masking",
 ]
@@ -188,66 +185,7 @@ def check_mlm_masking(fn: Callable[..., tuple[torch.Tensor, torch.Tensor]]) -> N
 
 
 # --------------------------------------------------------------------------------------------
-# 2. Hugging Face's attention mask -> mtlib's bool mask
-# --------------------------------------------------------------------------------------------
-
-
-def check_hf_attention_mask(fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
-    """Check ``fn(attention_mask)``: Hugging Face's (B, T) mask of 1 (token) and 0 (padding)
-    as mtlib's bool mask (B, 1, 1, T), True where a key may be attended.
-
-    Recognised mistakes: a float or integer result (it would be *added* to the scores), the
-    opposite sign (PyTorch's ``key_padding_mask``), the mask on the queries (B, 1, T, 1), no
-    head and query dimensions (B, T).
-
-    Raises:
-        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
-    """
-    checker = "check_hf_attention_mask"
-    if not callable(fn):
-        raise TypeError(f"{checker} takes your function, got {_describe(fn)}")
-    cases = [
-        _Case("2 rows of 5, one padded", (torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]),)),
-        _Case(
-            "3 rows of 4, float 1.0/0.0 as some tokenizers give",
-            (torch.tensor([[1.0, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0]]),),
-        ),  # fmt: skip
-        _Case("1 row of 6, bool", (torch.tensor([[True] * 4 + [False] * 2]),)),
-    ]
-    for number, case in enumerate(cases, start=1):
-        where = f"case {number} of {len(cases)} ({case.description})"
-        got = _call(checker, where, fn, case)
-        (hf,) = case.args
-        expected = hf.bool()[:, None, None, :]  # (B, 1, 1, T)
-        if not isinstance(got, torch.Tensor):
-            raise _fail(checker, where, f"expected a torch.Tensor, got {_describe(got)}")
-        if got.dtype != torch.bool:
-            raise _fail(checker, where, f"expected a bool tensor, got dtype {got.dtype}",
-                        "mtlib refuses float and integer masks: a 0/1 float mask would be ADDED to "
-                        "the scores and hide nothing; use .bool() or a comparison")  # fmt: skip
-        B, T = hf.shape
-        if tuple(got.shape) == (B, T):
-            raise _fail(checker, where, f"shape (B, T) = {(B, T)}, expected (B, 1, 1, T)",
-                        "the scores are (B, H, T_q, T_k): add the head and query dimensions, "
-                        "mask[:, None, None, :]")  # fmt: skip
-        if tuple(got.shape) == (B, 1, T, 1):
-            raise _fail(checker, where, "your mask lies along the queries (B, 1, T, 1)",
-                        "padding hides KEYS, the last dimension: (B, 1, 1, T)")  # fmt: skip
-        if tuple(got.shape) != tuple(expected.shape):
-            raise _fail(
-                checker, where, f"expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"
-            )
-        if torch.equal(got, ~expected):
-            raise _fail(checker, where, "your mask has the opposite sign",
-                        "in mtlib True means 'may attend' (the tokens, 1 in Hugging Face's mask); "
-                        "True = padding is PyTorch's key_padding_mask convention")  # fmt: skip
-        if not torch.equal(got, expected):
-            raise _fail(checker, where, "some entries differ from the reference")
-    print(f"{checker}: all {len(cases)} cases passed.")
-
-
-# --------------------------------------------------------------------------------------------
-# 2b. Mean pooling over the real tokens (the alternative to [CLS])
+# 2. Mean pooling over the real tokens (the alternative to [CLS])
 # --------------------------------------------------------------------------------------------
 
 

@@ -4,8 +4,6 @@
   tokens and renormalised (top-k sampling);
 - :func:`check_min_p_probs`: the same for the tokens whose probability is at least
   ``p_min`` times the largest one (min-p sampling), a filter the chapter does not give;
-- :func:`check_top_p_probs`: the same for the nucleus, the smallest set of most likely tokens
-  whose probability reaches p (Holtzman et al., 2020);
 - :func:`check_causal_lm_loss`: the next-token cross-entropy, where the logits at position t
   are scored against the token at t + 1.
 
@@ -26,7 +24,7 @@ import torch.nn.functional as F
 
 from mtlib.exercises._core import _Case, _check
 
-__all__ = ["check_causal_lm_loss", "check_min_p_probs", "check_top_k_probs", "check_top_p_probs"]
+__all__ = ["check_causal_lm_loss", "check_min_p_probs", "check_top_k_probs"]
 
 _OVERFLOW = (
     "exp(1000) overflows to inf (float64 holds up to about e^709), and inf / inf is NaN: "
@@ -59,10 +57,6 @@ def _with_minus_inf(seed: int, rows: int, vocab: int, keep: int) -> torch.Tensor
     return x.masked_fill(x < kth, float("-inf"))
 
 
-_KEPT_TOP_P = (
-    "the most likely token is always kept: with cum > p, a row whose most likely token alone "
-    "has more than p lost every token"
-)
 _KEPT_MIN_P = "the most likely token is always kept: compare with >=, not >, or a row loses every token"
 
 
@@ -248,95 +242,7 @@ def check_min_p_probs(fn: Callable[[torch.Tensor, float], torch.Tensor]) -> None
 
 
 # --------------------------------------------------------------------------------------------
-# 3. Top-p (nucleus)
-# --------------------------------------------------------------------------------------------
-
-
-def _top_p_probs(
-    logits: torch.Tensor,
-    p: float,
-    *,
-    rule: str = "right",
-    normalise: bool = True,
-    first: bool = True,
-    output: str = "probs",
-) -> torch.Tensor:
-    probs = torch.softmax(logits, dim=-1)
-    sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
-    cum = torch.cumsum(sorted_probs, dim=-1)
-    if rule == "right":  # keep a token if the mass before it is still below p
-        drop_sorted = cum - sorted_probs >= p
-    else:  # "strict": keep only while the running mass including it stays <= p
-        drop_sorted = cum > p
-        if first:
-            drop_sorted[..., 0] = False
-    drop = drop_sorted.scatter(-1, order, drop_sorted)
-    if output == "logits":
-        return logits.masked_fill(drop, float("-inf"))
-    kept = probs.masked_fill(drop, 0.0)
-    return kept / kept.sum(dim=-1, keepdim=True) if normalise else kept  # 0 / 0: NaN rows
-
-
-def check_top_p_probs(fn: Callable[[torch.Tensor, float], torch.Tensor]) -> None:
-    """Check ``fn(logits, p)``: probabilities ``(..., n_vocab)`` restricted to the nucleus, the
-    smallest set of most likely tokens whose probability sums to at least ``p``, renormalised.
-
-    Recognised mistakes: returning the filtered logits, dropping the token that makes the mass
-    reach p (keeping only tokens while the running sum stays <= p), the same without keeping
-    the most likely token (a row where it alone exceeds p loses every token), not
-    renormalising; an ``exp`` that overflows on logits near 1000 gets a hint that says so.
-
-    Raises:
-        CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
-    """
-    cases = [
-        _Case(
-            "one row of 8 logits, p = 0.6",
-            (_logits(10, 8), 0.6),
-            hint="sort by probability, keep the head of the list until its mass reaches p",
-        ),
-        _Case("a batch (3, 12), p = 0.9", (_logits(11, 3, 12), 0.9)),
-        _Case(
-            "p = 0.05 (only the most likely token)",
-            (_logits(12, 2, 6), 0.05),
-            hint="the most likely token is always kept",
-        ),
-        _Case("p = 1.0 (every token)", (_logits(13, 2, 5), 1.0)),
-        _Case(
-            "rows already filtered by top-k (-inf outside the 5 largest), p = 0.8",
-            (_with_minus_inf(14, 3, 9, 5), 0.8),
-            hint="a -inf logit has probability 0: it stays dropped",
-        ),
-        _Case("logits near 1000, p = 0.9", (_HARD, 0.9), hint=_OVERFLOW),
-    ]
-    _check(
-        "check_top_p_probs",
-        fn,
-        cases,
-        _top_p_probs,
-        atol=1e-6,
-        mistakes={
-            "return probabilities, not the filtered logits: take the softmax after setting the others to -inf": lambda x, p: (
-                _top_p_probs(x, p, output="logits")
-            ),
-            "the nucleus includes the token that makes the mass reach p: keep a token while the mass *before* it is < p": lambda x, p: (
-                _top_p_probs(x, p, rule="strict")
-            ),
-            f"{_KEPT_TOP_P} (0 / 0 = NaN)": _not_near_1000(
-                lambda x, p: _top_p_probs(x, p, rule="strict", first=False)
-            ),
-            f"{_KEPT_TOP_P} (a row of zeros)": _not_near_1000(
-                lambda x, p: _top_p_probs(x, p, rule="strict", first=False).nan_to_num(0.0)
-            ),
-            "renormalise the kept probabilities so they sum to 1": lambda x, p: _top_p_probs(
-                x, p, normalise=False
-            ),
-        },
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# 4. The language-model loss
+# 3. The language-model loss
 # --------------------------------------------------------------------------------------------
 
 

@@ -1,5 +1,4 @@
-"""Chapter 9's exercises: BERT's 80/10/10 masking, Hugging Face's attention mask, mean pooling,
-distillation."""
+"""Chapter 9's exercises: BERT's 80/10/10 masking, mean pooling, distillation."""
 
 import torch
 
@@ -15,10 +14,6 @@ def mlm_masking(input_ids, *, mask_id, vocab_size, special_ids, generator):
     inputs = torch.where(chosen & (u >= 0.8) & (u < 0.9), random_ids, inputs)  # 10% random
     labels = torch.where(chosen, input_ids, torch.full_like(input_ids, -100))  # the ORIGINAL ids
     return inputs, labels
-
-
-def hf_attention_mask(attention_mask):
-    return (attention_mask != 0)[:, None, None, :]  # (B, 1, 1, T), True = a real token
 
 
 def masked_mean_pool(hidden, attention_mask):

@@ -1,4 +1,4 @@
-"""Chapter 10's exercises: top-k, min-p and top-p (nucleus) probabilities, the causal LM loss."""
+"""Chapter 10's exercises: top-k and min-p probabilities, the causal LM loss."""
 
 import torch
 
@@ -13,16 +13,6 @@ def min_p_probs(logits, p_min):
     # p >= p_min * p_max  <=>  logit - max logit >= log(p_min): no exp, nothing to overflow
     threshold = logits.amax(dim=-1, keepdim=True) + logits.new_tensor(p_min).log()  # (..., 1)
     return torch.softmax(logits.masked_fill(logits < threshold, float("-inf")), dim=-1)
-
-
-def top_p_probs(logits, p):
-    probs = torch.softmax(logits, dim=-1)  # (..., V)
-    sorted_probs, order = probs.sort(dim=-1, descending=True)
-    mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs  # mass of the likelier tokens
-    keep_sorted = mass_before < p  # includes the token whose mass reaches p
-    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)  # back to vocab order
-    kept = probs * keep
-    return kept / kept.sum(dim=-1, keepdim=True)
 
 
 def causal_lm_loss(logits, idx):

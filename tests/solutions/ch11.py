@@ -1,33 +1,6 @@
-"""Chapter 11's exercises: cutting images into patches, attention rollout."""
+"""Chapter 11's exercises: patches back into images, the class token's rollout layer by layer."""
 
 import torch
-
-
-def patch_embedding(images, patch):
-    b, c, h, w = images.shape
-    grid = images.reshape(b, c, h // patch, patch, w // patch, patch)  # (B, C, rows, p, cols, p)
-    grid = grid.permute(0, 2, 4, 1, 3, 5)  # (B, rows, cols, C, p, p): row-major patches
-    return grid.reshape(b, (h // patch) * (w // patch), c * patch * patch)  # (B, N, C * p * p)
-
-
-def attention_rollout(attentions):
-    rollout = None
-    for weights in attentions:  # first layer first, each (B, H, T, T)
-        mixed = weights.mean(dim=1)  # (B, T, T): average over the heads
-        eye = torch.eye(mixed.shape[-1], dtype=mixed.dtype)
-        layer = 0.5 * mixed + 0.5 * eye  # the residual connection; rows still sum to 1
-        rollout = layer if rollout is None else layer @ rollout  # later layers on the left
-    return rollout
-
-
-def alpha_rollout(attentions, alpha):
-    rollout = None
-    for weights in attentions:  # first layer first, each (B, H, T, T)
-        mixed = weights.mean(dim=1)  # (B, T, T): average over the heads
-        eye = torch.eye(mixed.shape[-1], dtype=mixed.dtype)
-        layer = (1 - alpha) * mixed + alpha * eye  # residual weighted by alpha; rows sum to 1
-        rollout = layer if rollout is None else layer @ rollout  # later layers on the left
-    return rollout
 
 
 def unpatchify(tokens, patch, height, width):
