@@ -207,6 +207,11 @@ def alibi_at_signed(num_heads, q_positions, k_positions):
     return -slopes[None, :, None, None] * (q_positions[:, None] - k_positions[None, :])
 
 
+def alibi_at_signed_other_way(num_heads, q_positions, k_positions):  # HF's memory - context
+    slopes = 2.0 ** (-8 * torch.arange(1, num_heads + 1) / num_heads)
+    return -slopes[None, :, None, None] * (k_positions[None, :] - q_positions[:, None])
+
+
 def alibi_at_sorted_keys(num_heads, q_positions, k_positions):  # sorts the positions first
     return good_alibi_at(num_heads, q_positions.sort().values, k_positions.sort().values)
 
@@ -221,9 +226,10 @@ def test_correct_alibi_at_positions_passes(capsys):
     ("wrong", "message"),
     [
         (alibi_at_arange, r"case 2 of 4 .*Hint: you ignored the positions given"),
-        (alibi_at_bloom, r"case 1 of 4 .*Hint: your bias is \+m_h \* j, Bloom's form"),
+        (alibi_at_bloom, r"case 1 of 4 .*Hint: your bias is \+m_n \* j, Bloom's form \(the open question"),
         (alibi_at_float32_products, r"case 4 of 4 .*Hint: only the distance matters"),
         (alibi_at_signed, r"case 1 of 4 .*without the absolute value"),
+        (alibi_at_signed_other_way, r"case 1 of 4 .*\(j - i\), without the absolute value"),
         (alibi_at_sorted_keys, r"case 3 of 4 .*Hint: the order of the rows and columns"),
     ],
 )

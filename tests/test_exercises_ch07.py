@@ -52,6 +52,11 @@ def test_correct_swiglu_width_passes(capsys):
     assert capsys.readouterr().out.count("check_swiglu_width: all 4 cases passed.") == 2
 
 
+def width_asserts(d_model, d_ff):  # the right width, but an assert where none exists
+    assert (2 * d_ff) % 3 == 0, "no integer width"
+    return 2 * d_ff // 3
+
+
 @pytest.mark.parametrize(
     "bad, match",
     [
@@ -62,6 +67,7 @@ def test_correct_swiglu_width_passes(capsys):
         (width_shazeer, r"(?s)case 1 of 4 \(d_model 16, d_ff 96\).*your width 42 .*Hint: 8/3 \* d_model is the matched width only"),
         (width_truncated, r"(?s)case 4 of 4 .*your width 42 .* 2016 weights.*2048.*Hint: no integer width matches"),
         (width_always_raises, r"(?s)case 1 of 4 .*raised ValueError.*Hint: a SwiGLU width .* exists here"),
+        (width_asserts, r"(?s)case 4 of 4 .*raised AssertionError.*Hint: no integer width exists here, and the contract is to raise ValueError \(not AssertionError\)"),
     ],
 )  # fmt: skip
 def test_wrong_swiglu_width_is_named(bad, match):
@@ -111,6 +117,10 @@ def swiglu_transposed(x, w_gate, w_up, w_down):
     return (F.silu(x @ w_gate) * (x @ w_up)) @ w_down.T
 
 
+def swiglu_linear_habit(x, w_gate, w_up, w_down):  # nn.Linear's .weight.T, copied from 7.2
+    return (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ w_down.T
+
+
 def test_correct_swiglu_ffn_passes(capsys):
     exercises.check_swiglu_ffn(good_swiglu)
     exercises.check_swiglu_ffn(good_swiglu_by_hand)
@@ -127,7 +137,8 @@ def test_correct_swiglu_ffn_passes(capsys):
         (swiglu_no_up, r"(?s)case 1 of 3 .*known mistake\nHint: your output ignores w_up"),
         (swiglu_exp_overflow, r"(?s)case 3 of 3 .*NaN or inf.*\nHint: the gate's pre-activations reach"),
         (swiglu_float32, r"(?s)case 3 of 3 .*values differ.*\nHint: the gate's pre-activations reach"),
-        (swiglu_transposed, r"(?s)case 1 of 3 .*raised RuntimeError"),
+        (swiglu_transposed, r"(?s)case 1 of 3 .*raised RuntimeError.*\nHint: the weights are already in row-vector form"),
+        (swiglu_linear_habit, r"(?s)case 1 of 3 .*raised RuntimeError.*\nHint: the weights are already in row-vector form"),
     ],
 )  # fmt: skip
 def test_wrong_swiglu_ffn_is_named(bad, match):
@@ -179,6 +190,14 @@ def rms_var(x, weight, eps):
     return x / torch.sqrt(x.var(-1, keepdim=True) + eps) * weight
 
 
+def rms_var_biased(x, weight, eps):
+    return x / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps) * weight
+
+
+def rms_std(x, weight, eps):
+    return x / (x.std(-1, keepdim=True) + eps) * weight
+
+
 def rms_no_keepdim(x, weight, eps):
     return x / torch.sqrt(x.pow(2).mean(-1) + eps) * weight
 
@@ -200,6 +219,8 @@ def test_correct_rms_norm_passes(capsys):
         (rms_no_weight, r"(?s)case 1 of 3 .*known mistake\nHint: what happened to the gain"),
         (rms_global, r"(?s)case 1 of 3 .*known mistake\nHint: you took one mean square over the whole tensor"),
         (rms_var, r"(?s)case 1 of 3 .*known mistake\nHint: x.var subtracts the mean"),
+        (rms_var_biased, r"(?s)case 1 of 3 .*known mistake\nHint: x.var subtracts the mean \(also with correction=0\)"),
+        (rms_std, r"(?s)case 1 of 3 .*known mistake\nHint: x.std subtracts the mean"),
         (rms_no_keepdim, r"(?s)case 1 of 3 .*raised RuntimeError"),
     ],
 )  # fmt: skip

@@ -261,35 +261,40 @@ def _alibi_at(
 
 def _alibi_mistakes(
     alibi: Callable[..., torch.Tensor], queries: str
-) -> dict[str, Callable[..., torch.Tensor]]:
-    """The named ALiBi mistakes, for ``alibi(num_heads, queries, keys, **mistake)``."""
-    return {
-        "your slopes start at 1: the first head's slope is 2^(-8/H), not 2^0": (
+) -> list[tuple[str, Callable[..., torch.Tensor]]]:
+    """The named ALiBi mistakes, for ``alibi(num_heads, queries, keys, **mistake)``: (hint,
+    mistake) pairs; a hint may name several mistakes."""
+    named: dict[str, Any] = {
+        "your slopes start at 1: the first head's slope is 2^(-8/h), not 2^0": (
             lambda h, q, k: alibi(h, q, k, first_slope_one=True)
         ),
         queries: lambda h, q, k: alibi(h, q, k, queries_first=True),
         "your bias has the wrong sign: distant keys are penalised, -m * |i - j|": (
             lambda h, q, k: alibi(h, q, k, sign=1.0)
         ),
-        "your slopes are 2^-h whatever the number of heads: they are 2^(-8h/H), so that "
-        "every model's slopes span 2^(-8/H) .. 2^-8": lambda h, q, k: alibi(
+        "your slopes are 2^-n whatever the number of heads h: they are 2^(-8n/h), so that "
+        "every model's slopes span 2^(-8/h) .. 2^-8": lambda h, q, k: alibi(
             h, q, k, slope_per_head=False
         ),
-        "your bias is -m_h * (i - j) without the absolute value: keys after the query then get a "
-        "positive bias; ALiBi uses |i - j|": lambda h, q, k: alibi(h, q, k, form="i-j"),
-        "your slopes are in reverse order: head 1 has the steepest slope, 2^(-8/H), head H the "
+        "your bias is -m_n * (i - j) or -m_n * (j - i), without the absolute value: keys on one "
+        "side of the query then get a positive bias; ALiBi uses |i - j|": [
+            lambda h, q, k: alibi(h, q, k, form="i-j"),
+            lambda h, q, k: alibi(h, q, k, form="i-j", sign=1.0),
+        ],
+        "your slopes are in reverse order: head 1 has the steepest slope, 2^(-8/h), head h the "
         "shallowest, 2^-8": lambda h, q, k: alibi(h, q, k, reversed_slopes=True),
         "you put -inf on the keys after the query: that is the causal mask's job (mask= or "
-        "is_causal=); the bias is -m_h * |i - j| everywhere": lambda h, q, k: alibi(
+        "is_causal=); the bias is -m_n * |i - j| everywhere": lambda h, q, k: alibi(
             h, q, k, future_inf=True
         ),
-        "your bias is +m_h * j, Bloom's form: under a causal mask it differs from -m_h * |i - j| "
-        "by the same amount m_h * i along each query row, which the softmax ignores, but this "
-        "exercise asks for -m_h * |i - j|": lambda h, q, k: alibi(h, q, k, form="bloom"),
-        "your bias is -m_h * (j_last - j), MPT's form (distance to the last key): under a causal "
-        "mask it is shift-invariant under the softmax in each query row, but this exercise asks "
-        "for -m_h * |i - j|": lambda h, q, k: alibi(h, q, k, form="mpt"),
+        "your bias is +m_n * j, Bloom's form (the open question asks when it gives the same "
+        "weights); this exercise asks for -m_n * |i - j|": lambda h, q, k: alibi(h, q, k, form="bloom"),
+        "your bias is -m_n * (j_last - j), MPT's form, the distance to the last key (the open "
+        "question asks when it gives the same weights); this exercise asks for -m_n * |i - j|": (
+            lambda h, q, k: alibi(h, q, k, form="mpt")
+        ),
     }
+    return [(hint, m) for hint, ms in named.items() for m in (ms if isinstance(ms, list) else [ms])]
 
 
 def _alibi_given(
@@ -316,9 +321,10 @@ def check_alibi_positions(fn: Callable[[int, torch.Tensor, torch.Tensor], torch.
 
     ``q_positions`` (``(Tq,)``) and ``k_positions`` (``(Tk,)``) are int64 tensors of any
     positions: a cache that dropped some keys, keys in any order, positions near 10^6. Head
-    ``h = 1 .. H`` (``H`` a power of two) has slope ``m_h = 2^(-8h / H)``; the result, of shape
-    ``(1, H, Tq, Tk)`` and any floating dtype, is ``-m_h * |q_positions[a] - k_positions[b]|``
-    at ``[0, h - 1, a, b]``, with no ``-inf`` (that is the mask's job).
+    ``n = 1 .. h`` (``h = num_heads``, a power of two) has slope ``m_n = 2^(-8n / h)``; the
+    result, of shape ``(1, h, Tq, Tk)`` and any floating dtype, is
+    ``-m_n * |q_positions[a] - k_positions[b]|`` at ``[0, n - 1, a, b]``, with no ``-inf``
+    (that is the mask's job).
 
     Raises:
         CheckFailed: an ``AssertionError`` naming the first failing case and what was wrong.
@@ -327,7 +333,7 @@ def check_alibi_positions(fn: Callable[[int, torch.Tensor, torch.Tensor], torch.
         _Case(
             "H=4, queries at [5, 6, 7], keys at 0..7",
             (4, torch.tensor([5, 6, 7]), torch.arange(8)),
-            hint="bias[0, h-1, a, b] = -m_h * |i - j| with i = q_positions[a], j = k_positions[b]",
+            hint="bias[0, n-1, a, b] = -m_n * |i - j| with i = q_positions[a], j = k_positions[b]",
         ),
         _Case(
             "H=8, query at [9], keys at [0, 1, 2, 6, 7, 8, 9] (3..5 dropped from the cache)",

@@ -80,8 +80,12 @@ def check_swiglu_width(fn: Fn) -> None:
             raise _fail(checker, where, f"your function raised ValueError: {error}",
                         f"a SwiGLU width with exactly the ReLU FFN's {target} weights exists here") from None  # fmt: skip
         except Exception as error:
-            line = "" if isinstance(error, NotImplementedError) else _learner_line(error)
-            raise _fail(checker, where, f"your function raised {type(error).__name__}: {error}{line}") from None
+            stub = isinstance(error, NotImplementedError)
+            line = "" if stub else _learner_line(error)
+            hint = "" if stub or exists else (
+                f"no integer width exists here, and the contract is to raise ValueError "
+                f"(not {type(error).__name__})")
+            raise _fail(checker, where, f"your function raised {type(error).__name__}: {error}{line}", hint) from None
         if isinstance(got, bool) or isinstance(got, float):
             hint = ("a width counts hidden units: return an int (torch.randn(d, 64.0) and "
                     "nn.Linear(d, 64.0) refuse a float)")  # fmt: skip
@@ -156,8 +160,10 @@ def check_swiglu_ffn(fn: Fn) -> None:
             torch.randn(h, d, generator=g, dtype=dtype) / h**0.5,
         )
 
-    hint = ("compare with SwiGLU's formula in section 7.2: which projection goes through the "
-            "SiLU, and where does the element-wise product come in?")  # fmt: skip
+    hint = ("the weights are already in row-vector form, w_gate and w_up (d_model, h) and w_down "
+            "(h, d_model): x @ w_gate needs no .T, unlike nn.Linear's .weight. Then compare with "
+            "SwiGLU's formula in section 7.2: which projection goes through the SiLU, and where "
+            "does the element-wise product come in?")  # fmt: skip
     cases = [
         _Case("batch 2, seq_len 3, d_model 6, width 10 (a ReLU FFN's d_ff 15)",
               case(0, (2, 3), 6, 10), hint=hint),
@@ -193,10 +199,13 @@ def _rms_norm(x: Tensor, weight: Tensor, eps: float, *, mistake: str = "") -> Te
     x, weight = x.double(), weight.double()
     if mistake == "no weight":
         weight = torch.ones_like(weight)
-    if mistake in ("centred", "var"):  # LayerNorm's statistics
+    if mistake in ("centred", "var", "var0"):  # LayerNorm's statistics
         centred = x - x.mean(-1, keepdim=True)
-        var = centred.pow(2).mean(-1, keepdim=True) if mistake == "centred" else x.var(-1, keepdim=True)
+        var = {"centred": centred.pow(2).mean(-1, keepdim=True), "var": x.var(-1, keepdim=True),
+               "var0": x.var(-1, keepdim=True, correction=0)}[mistake]  # fmt: skip
         return (centred if mistake == "centred" else x) / (var + eps).sqrt() * weight
+    if mistake == "std":
+        return x / (x.std(-1, keepdim=True) + eps) * weight
     dims: dict[str, int | tuple[int, ...]] = {"global": tuple(range(x.dim())), "dim 0": 0}
     mean_square = x.pow(2).mean(dims.get(mistake, -1), keepdim=True)
     if mistake == "eps outside":
@@ -212,13 +221,13 @@ def _rms_norm(x: Tensor, weight: Tensor, eps: float, *, mistake: str = "") -> Te
 
 def check_rms_norm_by_hand(fn: Fn) -> None:
     """Check ``fn(x, weight, eps)``: RMSNorm over the last dimension,
-    ``x / sqrt(mean(x**2) + eps) * weight``, in ``x``'s dtype (float32 here).
+    ``x / sqrt(mean(x**2) + eps) * weight`` (the result's dtype is not checked).
 
     ``x`` is ``(..., d)`` float32 and ``weight`` the gain ``(d,)``; no centring and no bias.
     The reference is computed in float64. Cases: a ``(2, 3, 5)`` batch with mean 1.5 (so a
     subtracted mean shows), a nearly-zero input where ``eps = 0.1`` matters, and a batch of
     tokens with a padding row of zeros and an outlier row of size 1e4 next to rows of size 1.
-    Recognised mistakes: LayerNorm's mean subtraction, ``x.var``, ``eps`` outside the root, no
+    Recognised mistakes: LayerNorm's mean subtraction, ``x.var`` (either correction), ``x.std``, ``eps`` outside the root, no
     ``eps``, the L2 norm (a sum), ``eps`` added to the sum, no gain, one mean square over the
     whole tensor or over the batch dimension.
 
@@ -248,6 +257,8 @@ def check_rms_norm_by_hand(fn: Fn) -> None:
     mistakes = [
         ("you subtracted the mean: that is LayerNorm. RMSNorm only rescales (no centring)", mistake("centred")),
         ("x.var subtracts the mean (and divides by d - 1): RMSNorm needs the mean square of x itself", mistake("var")),
+        ("x.var subtracts the mean (also with correction=0): RMSNorm needs the mean square of x itself", mistake("var0")),
+        ("x.std subtracts the mean: RMSNorm needs the root of the mean square of x itself", mistake("std")),
         ("eps goes inside the square root, added to the mean square", mistake("eps outside")),
         ("you left out eps: it keeps the denominator away from 0", mistake("no eps")),
         ("you divided by the L2 norm (the root of a sum): RMS is the root of the MEAN square", mistake("l2")),

@@ -773,7 +773,7 @@ BUGS: dict[str, list[Bug]] = {
         Bug(
             "Bloom's + m * j",
             t06.alibi_at_bloom,
-            r"case 1 of 4 .*Hint: your bias is \+m_h \* j, Bloom's form",
+            r"case 1 of 4 .*Hint: your bias is \+m_n \* j, Bloom's form",
         ),
         Bug(
             "m * i - m * j in float32",
