@@ -81,11 +81,10 @@ def _chain(matrices: list[torch.Tensor], *, reverse: bool = False) -> torch.Tens
     return out
 
 
-def _with_identity(attentions: list[torch.Tensor], weight: float = 0.5) -> list[torch.Tensor]:
+def _with_identity(attentions: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Each layer's head mean mixed half and half with the identity (the residual)."""
     eye = torch.eye(attentions[0].shape[-1], dtype=torch.float64)
-    return [
-        weight * a + (1 - weight) * eye if weight < 1 else a + eye for a in _mean_heads(attentions)
-    ]
+    return [0.5 * a + 0.5 * eye for a in _mean_heads(attentions)]
 
 
 def _softmax_weights(g: torch.Generator, layers: int, b: int, h: int, t: int) -> list[torch.Tensor]:
@@ -103,27 +102,23 @@ def _per_head(attentions: list[torch.Tensor], alpha: float) -> torch.Tensor:
     return _chain([(1 - alpha) * a.double() + alpha * eye for a in attentions]).mean(1)
 
 
-def _head_and_layer_mistakes(alpha: float | None) -> dict[str, Callable[..., torch.Tensor]]:
-    """Mistakes of the head average and of the first layer; ``alpha=None``: taken from the case."""
-
-    def weight(args: tuple[Any, ...]) -> float:
-        return float(args[1]) if alpha is None else alpha
+def _head_and_layer_mistakes(alpha: float) -> dict[str, Callable[..., torch.Tensor]]:
+    """Mistakes of the head average and of the first layer, with residual weight ``alpha``."""
 
     def eye(a: list[torch.Tensor]) -> torch.Tensor:
         return torch.eye(a[0].shape[-1], dtype=torch.float64)
 
     def summed(*args: Any) -> torch.Tensor:
-        al = weight(args)
-        return _chain([(1 - al) * x.double().sum(1) + al * eye(args[0]) for x in args[0]])
+        return _chain([(1 - alpha) * x.double().sum(1) + alpha * eye(args[0]) for x in args[0]])
 
     def first_raw(*args: Any) -> torch.Tensor:
-        al, a = weight(args), _mean_heads(args[0])
-        return _chain([a[0]] + [(1 - al) * x + al * eye(args[0]) for x in a[1:]])
+        a = _mean_heads(args[0])
+        return _chain([a[0]] + [(1 - alpha) * x + alpha * eye(args[0]) for x in a[1:]])
 
     return {
         "you rolled out every head on its own and then averaged: average the heads of each "
         "LAYER first, then chain the layers (a mean of products is not a product of "
-        "means)": lambda *args: _per_head(args[0], weight(args)),
+        "means)": lambda *args: _per_head(args[0], alpha),
         "you summed over the heads: each layer's mixture must have rows that sum to 1, so "
         "what do you divide the sum by?": summed,
         "your first layer has no residual: every layer, the first one included, gets the "
