@@ -577,6 +577,8 @@ class MultiHeadAttention(nn.Module):
         """Run the fused or the explicit attention; returns ``(B, H, Tq, Dh)`` and the weights."""
         dropout_p = self.dropout if self.training else 0.0
         q_len, k_len = q.shape[-2], k.shape[-2]
+        if is_causal and q_len == 1:  # one query, the last position: it may see every key
+            is_causal = False  # (the decode step with a cache: no mask to build and apply)
         if is_causal and not (
             self.fused and not need_weights and mask is None and bias is None and q_len == k_len
         ):

@@ -25,8 +25,10 @@ What is measured:
   (``profile_memory=True``): only memory from PyTorch's CPU allocator, not the process RSS.
   ``nan`` when the profiler cannot report it.
 - ``x_mha``, ``x_min``: ratios to ``nn.MultiheadAttention`` and to ``minimal`` at the same
-  ``B`` and ``T`` (below 1 = faster/smaller). The goal for ``mtlib fused``: ``x_min <= 1.10``
-  and ``x_mha <= 1`` at every size, the decode step included.
+  ``B`` and ``T`` (below 1 = faster/smaller): the median, over the repeats, of the ratio of the
+  two calls timed in the same round; ``x_mha_iqr`` gives the quartiles of that ratio. The
+  goals for ``mtlib fused``, with the input checks kept: ``x_mha <= 1.10`` at the decode step,
+  and ``x_mha <= 1.00`` and ``x_min <= 1.10`` at ``T >= 128``.
 
 ``python -m mtlib.bench tiled`` compares explicit attention (which builds the ``(N, N)``
 weights), :func:`mtlib.attention.tiled_attention` (block by block, online softmax) and
@@ -40,16 +42,21 @@ goal: tiled's ``mem_x_expl <= 0.15`` at ``N = 8192``.
 
 ``python -m mtlib.bench kv-cache`` generates greedily with a GPT-2-shaped model (4 layers,
 ``d_model`` 256, 4 heads, 1024 positions, a 1024-token vocabulary by default) with and
-without the KV cache, on the same weights: ``tokens_equal`` must hold, and ``x_cached``
-(time over the cached time) of the uncached run is the speed-up, goal ``>= 5`` at 512 new
-tokens. When ``transformers`` is importable, the weights come from a randomly initialised
-``GPT2LMHeadModel`` loaded with :meth:`mtlib.models.gpt.GPT.from_hf`, and that model's own cached
-``generate`` is timed too (goal for mtlib cached: ``x_hf <= 1.0``, its time over
-transformers'); otherwise that row is skipped
-with a note. A second table gives the latency of one generation step at several positions
-(the cache's length): flat with the cache, growing linearly without.
+without the KV cache, on the same weights, at 32, 128 and 512 new tokens: ``tokens_equal``
+must hold, and ``x_cached`` (time over the cached time) of the uncached run is the speed-up,
+goal ``>= 5`` at 512 new tokens. When ``transformers`` is importable, the weights come from a
+randomly initialised ``GPT2LMHeadModel`` loaded with :meth:`mtlib.models.gpt.GPT.from_hf`, and
+that model's own cached ``generate`` is timed too, taking turns with mtlib's in every round
+(goal for mtlib cached: ``x_hf <= 1.0`` at every length, the median of its time over
+transformers' in the same round, with the rounds' range beside it); otherwise that row is
+skipped with a note. Times are medians over the rounds, with the fastest and slowest. A
+second table gives the latency of one generation step at several positions (the cache's
+length): nearly flat with the cache, growing linearly without.
 
 Every subcommand prints a table by default and a JSON document with ``--json``.
+``python -m mtlib.bench record`` runs the three at their defaults and stores them, with the
+machine they ran on, in ``mtlib/experiments/bench_record.json``; chapter 12 prints its tables
+from that file (:func:`recorded`).
 """
 
 from __future__ import annotations
@@ -65,7 +72,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -86,7 +94,11 @@ __all__ = [
     "bench_attention",
     "bench_kv_cache",
     "bench_tiled",
+    "format_kv_tables",
     "format_table",
+    "format_tiled_table",
+    "record",
+    "recorded",
     "main",
     "measure_attention_once",
     "median_seconds",
@@ -96,7 +108,9 @@ __all__ = [
 MHA_NAME = "nn.MultiheadAttention"
 MIN_NAME = "minimal"
 IMPLEMENTATIONS = ("mtlib fused", "mtlib explicit", MIN_NAME, MHA_NAME, "F.sdpa kernel")
-COLUMNS = ("B", "T", "implementation", "time_ms", "x_mha", "x_min", "peak_mib", "mem_x_mha")
+COLUMNS = (
+    "B", "T", "implementation", "time_ms", "x_mha", "x_mha_iqr", "x_min", "peak_mib", "mem_x_mha",
+)  # fmt: skip
 
 
 @dataclass
@@ -108,9 +122,11 @@ class BenchRow:
     name: str  # one of IMPLEMENTATIONS
     time_ms: float  # median forward time
     peak_mib: float  # peak memory allocated during one forward (nan if unknown)
-    time_x_mha: float = math.nan  # time_ms / nn.MultiheadAttention's time_ms
-    time_x_min: float = math.nan  # time_ms / minimal's time_ms
+    time_x_mha: float = math.nan  # median over rounds of time / nn.MultiheadAttention's, same round
+    time_x_min: float = math.nan  # the same against minimal
     mem_x_mha: float = math.nan  # peak_mib / nn.MultiheadAttention's peak_mib
+    x_mha_q1: float = math.nan  # lower quartile of the paired ratios to nn.MultiheadAttention
+    x_mha_q3: float = math.nan  # upper quartile of those ratios
 
 
 class MinimalAttention(nn.Module):
@@ -311,24 +327,45 @@ def bench_attention(
             peaks = {name: _peak_mib(fn, device) for name, fn in calls.items()}
         group = [BenchRow(b, seq_len, name, 1e3 * statistics.median(times[name]), peaks[name]) for name in calls]
         ref = next(row for row in group if row.name == MHA_NAME)
-        low = next(row for row in group if row.name == MIN_NAME)
         for row in group:
-            row.time_x_mha = row.time_ms / ref.time_ms
-            row.time_x_min = row.time_ms / low.time_ms
+            to_mha = _paired_ratios(times[row.name], times[MHA_NAME])
+            row.time_x_mha = statistics.median(to_mha)
+            row.x_mha_q1, row.x_mha_q3 = _quartiles(to_mha)
+            row.time_x_min = statistics.median(_paired_ratios(times[row.name], times[MIN_NAME]))
             row.mem_x_mha = row.peak_mib / ref.peak_mib if ref.peak_mib > 0 else math.nan
         rows += group
     return rows
 
 
+def _paired_ratios(mine: Sequence[float], theirs: Sequence[float]) -> list[float]:
+    """Ratios of times taken in the same round (the calls take turns within a round)."""
+    return [a / b for a, b in zip(mine, theirs, strict=True)]
+
+
+def _quartiles(xs: Sequence[float]) -> tuple[float, float]:
+    """Lower and upper quartile (both the value itself for one sample)."""
+    if len(xs) < 2:
+        return xs[0], xs[0]
+    q1, _, q3 = statistics.quantiles(xs, n=4)
+    return q1, q3
+
+
 def format_table(rows: Sequence[BenchRow]) -> str:
-    """Render rows as a fixed-width text table with the header ``COLUMNS``."""
-    b, t, name, ms, x_mha, x_min, mib, mem = COLUMNS
-    header = f"{b:>3}  {t:>5}  {name:<22}  {ms:>9}  {x_mha:>6}  {x_min:>6}  {mib:>9}  {mem:>9}"
+    """Render rows as a fixed-width text table with the header ``COLUMNS``.
+
+    ``x_mha`` is the median of the ratios to ``nn.MultiheadAttention`` within a round and
+    ``x_mha_iqr`` their lower and upper quartiles.
+    """
+    b, t, name, ms, x_mha, iqr, x_min, mib, mem = COLUMNS
+    header = (
+        f"{b:>3}  {t:>5}  {name:<22}  {ms:>9}  {x_mha:>6}  {iqr:>11}  {x_min:>6}  {mib:>9}  {mem:>9}"
+    )
     lines = [header, "-" * len(header)]
     for r in rows:
+        spread = f"{r.x_mha_q1:.2f}-{r.x_mha_q3:.2f}"
         lines.append(
             f"{r.batch:>3}  {r.seq_len:>5}  {r.name:<22}  {_fmt(r.time_ms):>9}  {r.time_x_mha:>6.2f}  "
-            f"{r.time_x_min:>6.2f}  {_fmt(r.peak_mib):>9}  {r.mem_x_mha:>9.2f}"
+            f"{spread:>11}  {r.time_x_min:>6.2f}  {_fmt(r.peak_mib):>9}  {r.mem_x_mha:>9.2f}"
         )
     return "\n".join(lines)
 
@@ -382,6 +419,22 @@ def _rss_now_mib() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def _peak_rss_mib() -> float:
+    """Peak resident memory of this process since it started (Linux ``VmHWM``).
+
+    Not ``getrusage``'s ``ru_maxrss``: Linux carries that across ``fork`` and ``execve``, so a
+    worker started by a process that once held gigabytes would report the parent's peak.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB -> MiB
+    except (OSError, ValueError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def measure_attention_once(
     name: str,
     seq_len: int,
@@ -424,7 +477,7 @@ def measure_attention_once(
         if dev.type == "cpu":
             before = _rss_now_mib()
             fn()
-            rss = max(0.0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before)
+            rss = max(0.0, _peak_rss_mib() - before)
         else:
             fn()  # warm-up
         peak = _peak_mib(fn, dev)
@@ -508,24 +561,32 @@ def format_tiled_table(rows: Sequence[TiledRow]) -> str:
 # kv-cache: GPT generation with and without the cache (and transformers' generate)
 # --------------------------------------------------------------------------------------------
 
-GEN_COLUMNS = ("mode", "new_tokens", "time_ms", "ms_per_token", "x_cached", "x_hf", "tokens_equal")
+GEN_COLUMNS = (
+    "mode", "new_tokens", "time_ms", "range_ms", "ms_per_token", "x_cached", "x_hf", "x_hf_range",
+    "tokens_equal",
+)  # fmt: skip
 LATENCY_COLUMNS = ("position", "mode", "ms_per_step")
 
 
 @dataclass
 class GenerationRow:
-    """One generation run: a mode (uncached, cached, transformers) and its total time."""
+    """One generation mode (uncached, cached, transformers) at one length: median time and spread."""
 
     mode: str  # "mtlib uncached", "mtlib cached", "transformers cached"
     new_tokens: int  # tokens generated after the prompt
-    time_ms: float  # wall-clock time of the whole generate call (best of the repeats)
+    time_ms: float  # median wall-clock time of the whole generate call over the repeats
     tokens_equal: bool  # same tokens as mtlib's cached generation
+    low_ms: float = math.nan  # fastest repeat
+    high_ms: float = math.nan  # slowest repeat
+    repeats: int = 1  # timed generations
     x_cached: float = math.nan  # time_ms / mtlib cached's time_ms
-    x_hf: float = math.nan  # time_ms / transformers cached's time_ms (nan without transformers)
+    x_hf: float = math.nan  # median over repeats of (this run / transformers' run of the same repeat)
+    x_hf_low: float = math.nan  # smallest of those paired ratios
+    x_hf_high: float = math.nan  # largest of those paired ratios
 
     @property
     def ms_per_token(self) -> float:
-        """Average time per new token."""
+        """Median time per new token."""
         return self.time_ms / max(1, self.new_tokens)
 
 
@@ -567,17 +628,25 @@ def _kv_models(
     return GPT.from_hf(hf).eval(), hf, notes
 
 
-def _best_time(fn: Callable[[], torch.Tensor], device: torch.device, repeats: int) -> tuple[float, torch.Tensor]:
-    """Smallest wall-clock seconds over ``repeats`` calls (a busy machine only adds time)."""
-    best, out = math.inf, None
-    for _ in range(max(1, repeats)):
-        _sync(device)
-        start = time.perf_counter()
-        out = fn()
-        _sync(device)
-        best = min(best, time.perf_counter() - start)
-    assert out is not None
-    return best, out
+def _interleaved_times(
+    calls: dict[str, Callable[[], torch.Tensor]], device: torch.device, repeats: int
+) -> tuple[dict[str, list[float]], dict[str, torch.Tensor]]:
+    """Seconds of each call in each of ``repeats`` rounds, the calls taking turns.
+
+    Within a round every call runs once, in an order that rotates from round to round, so a
+    change in the machine's load hits every call alike and none always runs first.
+    """
+    names = list(calls)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    outputs: dict[str, torch.Tensor] = {}
+    for r in range(max(1, repeats)):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            _sync(device)
+            start = time.perf_counter()
+            outputs[name] = calls[name]()
+            _sync(device)
+            times[name].append(time.perf_counter() - start)
+    return times, outputs
 
 
 def _step_latency(model: Any, prompt: torch.Tensor, position: int, steps: int, cached: bool) -> float:
@@ -600,7 +669,7 @@ def _step_latency(model: Any, prompt: torch.Tensor, position: int, steps: int, c
 
 
 def bench_kv_cache(
-    new_tokens: int = 512,
+    new_tokens: int | Sequence[int] = (32, 128, 512),
     *,
     prompt_len: int = 8,
     vocab_size: int = 1024,
@@ -608,7 +677,7 @@ def bench_kv_cache(
     d_model: int = 256,
     num_heads: int = 4,
     block_size: int = 1024,
-    repeats: int = 2,
+    repeats: int = 5,
     positions: Sequence[int] = (8, 128, 256, 384, 512),
     steps: int = 5,
     device: str | torch.device | None = None,
@@ -618,15 +687,20 @@ def bench_kv_cache(
 ) -> tuple[list[GenerationRow], list[LatencyRow], list[str]]:
     """Cached vs uncached greedy generation with the same weights (and transformers' generate).
 
+    At each length, mtlib's cached generation and transformers' take turns ``repeats`` times
+    (after one warm-up each); their medians, fastest and slowest runs are reported, and
+    ``x_hf`` is the median of the ratios of runs in the same round. The uncached generation
+    runs once per length (it is the slow one, and its tokens are the check).
+
     Args:
-        new_tokens: Tokens to generate after the prompt.
+        new_tokens: Tokens to generate after the prompt: one length or several.
         prompt_len: Length of the random prompt.
         vocab_size: Vocabulary size of the model.
         n_layer: Blocks.
         d_model: Model width (``d_ff = 4 d_model``).
         num_heads: Attention heads.
         block_size: Positions of the model.
-        repeats: Generations per cached mode (the best is kept); the uncached one runs once.
+        repeats: Timed rounds of the cached modes at each length.
         positions: Cache lengths at which one step's latency is measured.
         steps: Steps timed per position (the median is kept).
         device: Where to run (default: :func:`mtlib.utils.get_device`).
@@ -635,8 +709,10 @@ def bench_kv_cache(
         hf: Time transformers' generate when it is installed.
 
     Returns:
-        ``(generation rows, latency rows, notes)``.
+        ``(generation rows, latency rows, notes)``: for each length, the rows "mtlib
+        uncached", "mtlib cached" and (with transformers) "transformers cached".
     """
+    lengths = [new_tokens] if isinstance(new_tokens, int) else list(new_tokens)
     dev = utils.get_device(None if device is None else str(device))
     torch.set_num_threads(threads)
     model, reference, notes = _kv_models(vocab_size, n_layer, d_model, num_heads, block_size, seed)
@@ -644,32 +720,53 @@ def bench_kv_cache(
         reference = None
         notes = ["transformers row not requested (--no-hf)"]
     model.to(dev)
-    prompt = torch.randint(0, vocab_size, (1, prompt_len), generator=torch.Generator().manual_seed(seed)).to(dev)
-    model.generate(prompt, 4)  # warm-up
-    cached_s, cached = _best_time(lambda: model.generate(prompt, new_tokens, use_cache=True), dev, repeats)
-    uncached_s, uncached = _best_time(lambda: model.generate(prompt, new_tokens, use_cache=False), dev, 1)
-    rows = [
-        GenerationRow("mtlib uncached", new_tokens, 1e3 * uncached_s, torch.equal(uncached, cached)),
-        GenerationRow("mtlib cached", new_tokens, 1e3 * cached_s, True),
-    ]
     if reference is not None:
         reference.to(dev)
-        mask = torch.ones_like(prompt)
+    prompt = torch.randint(0, vocab_size, (1, prompt_len), generator=torch.Generator().manual_seed(seed)).to(dev)
+    mask = torch.ones_like(prompt)
+    rows: list[GenerationRow] = []
+    for n in lengths:
 
-        def hf_generate() -> torch.Tensor:
-            with torch.inference_mode():
-                out: torch.Tensor = reference.generate(  # type: ignore[operator]
-                    prompt, attention_mask=mask, max_new_tokens=new_tokens,
-                    min_new_tokens=new_tokens, do_sample=False, use_cache=True, pad_token_id=0,
-                )  # fmt: skip
+        def mtlib_generate(n: int = n, cached: bool = True) -> torch.Tensor:
+            out: torch.Tensor = model.generate(prompt, n, use_cache=cached)
             return out
 
-        hf_generate()  # warm-up
-        hf_s, hf_out = _best_time(hf_generate, dev, repeats)
-        rows.append(GenerationRow("transformers cached", new_tokens, 1e3 * hf_s, torch.equal(hf_out, cached)))
-    for row in rows:
-        row.x_cached = row.time_ms / rows[1].time_ms
-        row.x_hf = row.time_ms / rows[2].time_ms if len(rows) > 2 else math.nan
+        calls: dict[str, Callable[[], torch.Tensor]] = {"mtlib cached": mtlib_generate}
+        if reference is not None:
+
+            def hf_generate(n: int = n) -> torch.Tensor:
+                with torch.inference_mode():
+                    out: torch.Tensor = reference.generate(  # type: ignore[operator]
+                        prompt, attention_mask=mask, max_new_tokens=n,
+                        min_new_tokens=n, do_sample=False, use_cache=True, pad_token_id=0,
+                    )  # fmt: skip
+                return out
+
+            calls["transformers cached"] = hf_generate
+        for fn in calls.values():
+            fn()  # warm-up
+        times, outputs = _interleaved_times(calls, dev, repeats)
+        cached = outputs["mtlib cached"]
+        uncached_s, uncached = _interleaved_times({"u": lambda: mtlib_generate(cached=False)}, dev, 1)
+        one_ms = 1e3 * uncached_s["u"][0]
+        group = [
+            GenerationRow("mtlib uncached", n, one_ms, torch.equal(uncached["u"], cached), low_ms=one_ms, high_ms=one_ms)
+        ]
+        for name, ts in times.items():
+            ms = [1e3 * t for t in ts]
+            group.append(GenerationRow(
+                name, n, statistics.median(ms), torch.equal(outputs[name], cached),
+                low_ms=min(ms), high_ms=max(ms), repeats=len(ms),
+            ))  # fmt: skip
+        for row in group:
+            row.x_cached = row.time_ms / group[1].time_ms
+            if reference is not None:
+                hf_ms = times["transformers cached"]
+                mine = times.get(row.mode, [row.time_ms / 1e3] * len(hf_ms))
+                ratios = [a / b for a, b in zip(mine, hf_ms, strict=True)]
+                row.x_hf = statistics.median(ratios)
+                row.x_hf_low, row.x_hf_high = min(ratios), max(ratios)
+        rows += group
     latency = [
         LatencyRow(p, mode, 1e3 * _step_latency(model, prompt, p, steps, mode == "cached"))
         for p in positions
@@ -680,14 +777,23 @@ def bench_kv_cache(
 
 
 def format_kv_tables(rows: Sequence[GenerationRow], latency: Sequence[LatencyRow], notes: Sequence[str]) -> str:
-    """The generation table, the latency table and the notes, as fixed-width text."""
-    mode, n, ms, per, x, x_hf, eq = GEN_COLUMNS
-    header = f"{mode:<20}  {n:>10}  {ms:>9}  {per:>12}  {x:>8}  {x_hf:>6}  {eq:>12}"
+    """The generation table, the latency table and the notes, as fixed-width text.
+
+    ``time_ms`` is the median, ``range_ms`` the fastest and slowest repeat, ``x_hf`` the median
+    paired ratio to transformers and ``x_hf_range`` the smallest and largest.
+    """
+    mode, n, ms, spread, per, x, x_hf, x_spread, eq = GEN_COLUMNS
+    header = (
+        f"{mode:<20}  {n:>10}  {ms:>9}  {spread:>15}  {per:>12}  {x:>8}  {x_hf:>6}  "
+        f"{x_spread:>11}  {eq:>12}"
+    )
     lines = [header, "-" * len(header)]
     for r in rows:
+        spread = f"{_fmt(r.low_ms)}-{_fmt(r.high_ms)}" if r.repeats > 1 else "(one run)"
+        x_spread = f"{r.x_hf_low:.2f}-{r.x_hf_high:.2f}" if r.repeats > 1 and not math.isnan(r.x_hf_low) else ""
         lines.append(
-            f"{r.mode:<20}  {r.new_tokens:>10}  {_fmt(r.time_ms):>9}  {_fmt(r.ms_per_token):>12}  "
-            f"{r.x_cached:>8.2f}  {r.x_hf:>6.2f}  {r.tokens_equal!s:>12}"
+            f"{r.mode:<20}  {r.new_tokens:>10}  {_fmt(r.time_ms):>9}  {spread:>15}  {_fmt(r.ms_per_token):>12}  "
+            f"{r.x_cached:>8.2f}  {r.x_hf:>6.2f}  {x_spread:>11}  {r.tokens_equal!s:>12}"
         )
     pos, lmode, step = LATENCY_COLUMNS
     header = f"{pos:>8}  {lmode:<9}  {step:>11}"
@@ -699,6 +805,100 @@ def format_kv_tables(rows: Sequence[GenerationRow], latency: Sequence[LatencyRow
 
 def _environment(device: str | torch.device) -> dict[str, Any]:
     return {"device": str(device), "torch": torch.__version__, "threads": torch.get_num_threads()}
+
+
+# --------------------------------------------------------------------------------------------
+# record: the three benchmarks at their defaults, stored with the package for the book to print
+# --------------------------------------------------------------------------------------------
+
+RECORD_PATH = Path(__file__).parent / "experiments" / "bench_record.json"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
+            f.seek(0)
+            avx512 = "avx512f" in f.read()
+    except OSError:
+        import platform
+
+        return platform.processor() or platform.machine()
+    return f"{names[0] if names else 'unknown CPU'}, {os.cpu_count()} cores, AVX-512 {'yes' if avx512 else 'no'}"
+
+
+def record(path: str | Path = RECORD_PATH, device: str = "cpu", *, quick: bool = False) -> dict[str, Any]:
+    """Run ``attention``, ``tiled`` and ``kv-cache`` at their defaults and write one JSON file.
+
+    Chapter 12 prints its tables from this file (``python -m mtlib.bench record`` rewrites it),
+    so the page shows one recorded run, with the machine it ran on, rather than numbers typed in.
+
+    Args:
+        path: Where to write.
+        device: Where to run.
+        quick: Tiny sizes (for tests), the ``--quick`` settings of each subcommand.
+
+    Returns:
+        The document written.
+    """
+    started = time.strftime("%Y-%m-%d")
+    if quick:
+        attention = bench_attention([8, 16], 2, 2, 32, 4, device)
+    else:
+        attention = bench_attention(device=device)
+    attention_threads = torch.get_num_threads()
+    if quick:
+        tiled = bench_tiled([64, 256], repeats=1, block_size=32, device=device, isolate=False)
+        generation, latency, notes = bench_kv_cache(
+            [12], prompt_len=3, vocab_size=50, n_layer=2, d_model=24, num_heads=2, repeats=2,
+            positions=[2, 10], steps=2, device=device,
+        )  # fmt: skip
+    else:
+        tiled = bench_tiled(device=device)
+        generation, latency, notes = bench_kv_cache(device=device)
+    doc = {
+        "recorded": started,
+        "machine": _cpu_model(),
+        "torch": torch.__version__,
+        "device": device,
+        "mkl_cbwr": os.environ.get("MKL_CBWR", ""),
+        "attention": {"threads": attention_threads, "rows": [asdict(r) for r in attention]},
+        "tiled": {"threads": 1, "rows": [asdict(r) for r in tiled]},
+        "kv_cache": {
+            "threads": 1,
+            "generation": [asdict(r) for r in generation],
+            "latency": [asdict(r) for r in latency],
+            "notes": notes,
+        },
+    }
+    Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+    return doc
+
+
+def _rows(cls: type, dicts: Sequence[dict[str, Any]]) -> list[Any]:
+    names = {f.name for f in fields(cls)}
+    return [cls(**{k: v for k, v in d.items() if k in names}) for d in dicts]
+
+
+def recorded(path: str | Path = RECORD_PATH) -> dict[str, Any]:
+    """The run stored by :func:`record`, with its rows as :class:`BenchRow`, :class:`TiledRow`,
+    :class:`GenerationRow` and :class:`LatencyRow` (print them with the ``format_*`` functions).
+
+    Returns:
+        ``{"recorded", "machine", "torch", "device", "mkl_cbwr", "attention": [BenchRow],
+        "tiled": [TiledRow], "generation": [GenerationRow], "latency": [LatencyRow],
+        "notes": [str], "threads": {"attention", "tiled", "kv_cache"}}``.
+    """
+    doc = json.loads(Path(path).read_text())
+    return {
+        **{k: doc[k] for k in ("recorded", "machine", "torch", "device", "mkl_cbwr")},
+        "attention": _rows(BenchRow, doc["attention"]["rows"]),
+        "tiled": _rows(TiledRow, doc["tiled"]["rows"]),
+        "generation": _rows(GenerationRow, doc["kv_cache"]["generation"]),
+        "latency": _rows(LatencyRow, doc["kv_cache"]["latency"]),
+        "notes": doc["kv_cache"]["notes"],
+        "threads": {k: doc[k]["threads"] for k in ("attention", "tiled", "kv_cache")},
+    }
 
 
 def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -748,13 +948,17 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     tiled.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     kv = commands.add_parser("kv-cache", help="GPT generation with and without the KV cache")
-    kv.add_argument("--new-tokens", type=int, default=512, help="tokens generated")
+    kv.add_argument(
+        "--new-tokens", type=int, nargs="+", default=[32, 128, 512], help="tokens generated (one or more lengths)"
+    )
     kv.add_argument("--prompt-len", type=int, default=8, help="prompt tokens")
     kv.add_argument("--vocab", type=int, default=1024, help="vocabulary size")
     kv.add_argument("--layers", type=int, default=4, help="blocks")
     kv.add_argument("--d-model", type=int, default=256, help="model width")
     kv.add_argument("--heads", type=int, default=4, help="attention heads")
-    kv.add_argument("--repeats", type=int, default=2, help="cached generations (best kept)")
+    kv.add_argument(
+        "--repeats", type=int, default=5, help="timed rounds of the cached modes, taking turns (median kept)"
+    )
     kv.add_argument(
         "--positions", type=int, nargs="+", default=[8, 128, 256, 384, 512],
         help="cache lengths for the per-step latency",
@@ -765,6 +969,12 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     kv.add_argument("--device", default=None, help="cpu or cuda (default: MTLIB_DEVICE or the best)")
     kv.add_argument("--threads", type=int, default=1, help="CPU threads")
     kv.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    rec = commands.add_parser(
+        "record", help="run the three at their defaults and store them for chapter 12"
+    )
+    rec.add_argument("--out", default=str(RECORD_PATH), help="where to write the JSON")
+    rec.add_argument("--device", default="cpu", help="cpu or cuda")
     return parser.parse_args(argv)
 
 
@@ -796,10 +1006,13 @@ def main(argv: Sequence[str] | None = None) -> str:
                 f"torch {torch.__version__}, {args.threads} threads"
             )
             text = f"{title}\n{format_tiled_table(rows)}"
+    elif args.command == "record":
+        doc = record(args.out, args.device)
+        text = f"recorded {doc['recorded']} on {doc['machine']} -> {args.out}"
     elif args.command == "kv-cache":
         if args.quick:
-            args.new_tokens, args.prompt_len, args.vocab, args.layers = 12, 3, 50, 2
-            args.d_model, args.heads, args.repeats, args.positions, args.steps = 24, 2, 1, [2, 10], 2
+            args.new_tokens, args.prompt_len, args.vocab, args.layers = [12], 3, 50, 2
+            args.d_model, args.heads, args.repeats, args.positions, args.steps = 24, 2, 2, [2, 10], 2
         gen, latency, notes = bench_kv_cache(
             args.new_tokens, prompt_len=args.prompt_len, vocab_size=args.vocab,
             n_layer=args.layers, d_model=args.d_model, num_heads=args.heads,

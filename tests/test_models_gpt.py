@@ -217,6 +217,52 @@ def test_cached_equals_uncached_logits_step_by_step(pair: tuple[torch.nn.Module,
     torch.testing.assert_close(torch.cat([first, *steps], dim=1), full, atol=1e-5, rtol=0)
 
 
+def test_last_only_is_the_last_position_with_and_without_a_cache(
+    pair: tuple[torch.nn.Module, GPT],
+) -> None:
+    _, gpt = pair
+    x = tokens(3, 11, seed=6)
+    with torch.no_grad():
+        full = gpt(x)  # (B, T, V)
+        last = gpt(x, last_only=True)
+        cache = gpt.new_cache()
+        gpt(x[:, :7], cache=cache)
+        chunk = gpt(x[:, 7:], cache=cache, last_only=True)  # 4 new tokens after 7 cached ones
+    assert last.shape == chunk.shape == (3, 1, V)
+    torch.testing.assert_close(last, full[:, -1:], atol=1e-5, rtol=0)
+    torch.testing.assert_close(chunk, full[:, -1:], atol=1e-5, rtol=0)
+    assert cache[0].length == 11  # every position's keys are cached, not only the last one's
+
+
+def test_one_query_step_skips_the_causal_mask_and_is_still_exact(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A one-token decode step with is_causal sees every cached key: no mask is built."""
+    import mtlib.attention as attention
+
+    torch.manual_seed(0)
+    fused = attention.MultiHeadAttention(12, 3, kdim=7, vdim=5).eval()
+    explicit = attention.MultiHeadAttention(12, 3, kdim=7, vdim=5).eval()
+    explicit.load_state_dict(fused.state_dict())
+    explicit.fused = False
+    x, memory = torch.randn(2, 9, 12), torch.randn(2, 9, 7)
+    with torch.no_grad():
+        full, _ = fused(x, memory, memory[..., :5], is_causal=True)  # (B, 9, 12)
+        built: list[tuple[int, ...]] = []
+        original = attention._masks.causal_mask
+        monkeypatch.setattr(
+            attention._masks, "causal_mask",
+            lambda *a, **kw: built.append(a) or original(*a, **kw),
+        )  # fmt: skip
+        # the last query alone, against all 9 keys: it is the last position, so it sees them all
+        last, _ = fused(x[:, 8:9], memory, memory[..., :5], is_causal=True)
+        last_explicit, weights = explicit(x[:, 8:9], memory, memory[..., :5], is_causal=True, need_weights=True)
+    assert built == []  # neither path built a (1, T_k) mask of ones
+    torch.testing.assert_close(last, full[:, 8:9], atol=1e-5, rtol=0)
+    torch.testing.assert_close(last_explicit, full[:, 8:9], atol=1e-5, rtol=0)
+    assert weights is not None and bool((weights > 0).all())
+
+
 def test_cached_equals_uncached_sampling(pair: tuple[torch.nn.Module, GPT]) -> None:
     _, gpt = pair
     prompt = tokens(2, 5, seed=6)

@@ -212,16 +212,20 @@ class GPT(nn.Module):
         """An empty cache for :meth:`forward`: one :class:`~mtlib.attention.KVCache` per block."""
         return [KVCache() for _ in self.h]
 
-    def forward(self, idx: Tensor, *, cache: list[KVCache] | None = None) -> Tensor:
-        """Next-token logits at every position.
+    def forward(
+        self, idx: Tensor, *, cache: list[KVCache] | None = None, last_only: bool = False
+    ) -> Tensor:
+        """Next-token logits at every position (or at the last one only).
 
         Args:
             idx: token ids (long) of shape (B, T), each in [0, vocab_size). With a cache they
                 are the *new* tokens, at positions ``cache_length .. cache_length + T - 1``.
             cache: from :meth:`new_cache`, updated in place (keys and values appended).
+            last_only: compute the logits of the last position only, as :meth:`generate`
+                needs (the head is the largest matrix: this skips ``T - 1`` of its products).
 
         Returns:
-            Logits of shape (B, T, vocab_size).
+            Logits of shape (B, T, vocab_size), or (B, 1, vocab_size) with ``last_only``.
         """
         _checks.token_ids(idx, "idx", self.config.vocab_size)
         if cache is not None and len(cache) != len(self.h):
@@ -240,7 +244,9 @@ class GPT(nn.Module):
         x = self.drop(x)
         for i, block in enumerate(self.h):
             x = block(x, is_causal=True, cache=None if cache is None else cache[i])
-        return self.lm_head(self.ln_f(x))  # (B, T, vocab_size)
+        if last_only:
+            x = x[:, -1:]  # (B, 1, d_model)
+        return self.lm_head(self.ln_f(x))  # (B, T or 1, vocab_size)
 
     @torch.no_grad()
     def generate(
@@ -294,7 +300,7 @@ class GPT(nn.Module):
             cache = self.new_cache() if use_cache else None
             context = idx[:, -self.config.block_size :]  # (B, <= block_size)
             for _ in range(max_new_tokens):
-                logits = self(context, cache=cache)[:, -1, :]  # (B, n_vocab) last position
+                logits = self(context, cache=cache, last_only=True)[:, -1, :]  # (B, n_vocab)
                 next_id = self._choose(logits, do_sample, temperature, top_k, top_p, generator)
                 idx = torch.cat([idx, next_id], dim=1)  # (B, T + 1)
                 context = next_id if use_cache else idx[:, -self.config.block_size :]

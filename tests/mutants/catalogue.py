@@ -750,6 +750,12 @@ MUTANTS: list[Mutant] = [
         "",
         "a filled cross-attention cache serves the previous source's keys and values to a new one",
     ),
+    Mutant(  # issue 25, the decode step without a mask
+        "A46", _ATT,
+        "        if is_causal and q_len == 1:  # one query, the last position: it may see every key\n",
+        "        if is_causal and q_len <= 2:  # one query, the last position: it may see every key\n",
+        "is_causal dropped for two queries too: the first of a 2-token chunk sees the second",
+    ),
     # ---------------------------------------------------------------- models/ (chapters 9-15)
     Mutant(
         "D01", "mtlib/models/bart.py",
@@ -789,6 +795,13 @@ MUTANTS: list[Mutant] = [
         "            logits = top_p_filter(logits, top_p)\n"
         "        logits = logits / temperature\n",
         "sampling: the temperature applied after the top-k/top-p filters (top-p keeps too few)",
+    ),
+    Mutant(  # issue 25, logits of the last position only
+        "D06", "mtlib/models/gpt.py",
+        "        if last_only:\n            x = x[:, -1:]  # (B, 1, d_model)\n",
+        "        if last_only:\n            x = x[:, :1]  # (B, 1, d_model)\n",
+        "GPT(last_only=True) returns the first position's logits: generation continues from the "
+        "wrong position",
     ),
     Mutant(
         "C01", "mtlib/data/corpus.py",
