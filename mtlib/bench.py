@@ -17,7 +17,8 @@ What is measured:
 
 - ``time_ms``: the median wall-clock time of one forward call, under
   :func:`torch.inference_mode`, in eval mode, after one warm-up call. Implementations are
-  timed in turn within each repeat, so slow drifts of the machine hit all of them alike.
+  timed in turn within each round, in an order that rotates from round to round, so slow
+  drifts of the machine hit all of them alike.
 - ``peak_mib``: the peak of memory held by tensors allocated *during* one forward call
   (inputs and weights, allocated before, are not counted; the output is). On CUDA this is
   ``torch.cuda.max_memory_allocated`` minus the memory allocated before the call. On CPU
@@ -284,6 +285,29 @@ def _attention_calls(
     return calls
 
 
+def _interleaved_times(
+    calls: dict[str, Callable[[], Any]], device: torch.device, repeats: int, inner: int = 1
+) -> tuple[dict[str, list[float]], dict[str, Any]]:
+    """Seconds of each call in each of ``repeats`` rounds, the calls taking turns.
+
+    Within a round every call runs once (``inner`` times back to back, averaged), in an order
+    that rotates from round to round, so a change in the machine's load hits every call alike
+    and none always runs first. Returns the times and each call's last output.
+    """
+    names = list(calls)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    outputs: dict[str, Any] = {}
+    for r in range(max(1, repeats)):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            _sync(device)
+            start = time.perf_counter()
+            for _ in range(inner):
+                outputs[name] = calls[name]()
+            _sync(device)
+            times[name].append((time.perf_counter() - start) / inner)
+    return times, outputs
+
+
 def bench_attention(
     sizes: Sequence[int] = (128, 512, 1024, 2048),
     repeats: int = 10,
@@ -297,9 +321,10 @@ def bench_attention(
 
     Args:
         sizes: Sequence lengths ``T`` (at batch size ``batch``).
-        repeats: Timed samples per implementation at ``T <= 512``; longer sequences get
-            proportionally fewer (at least 3), to keep the whole run short. The decode step
-            gets 3x as many samples, each averaging 50 calls.
+        repeats: Timed rounds at ``T <= 512`` (the implementations take turns in every round,
+            in a rotating order); longer sequences get proportionally fewer (at least 5), to
+            keep the whole run short. The decode step gets 3x as many rounds, each call
+            averaging 50 runs.
         batch: Batch size ``B``.
         d_model: Model width.
         num_heads: Number of heads.
@@ -315,15 +340,12 @@ def bench_attention(
     for b, seq_len in cases:
         calls = _attention_calls(seq_len, b, d_model, num_heads, device)
         step = seq_len == 1
-        n = 3 * repeats if step else max(3, repeats * 512 // max(seq_len, 512)) if repeats >= 3 else repeats
-        times: dict[str, list[float]] = {name: [] for name in calls}
+        n = 3 * repeats if step else max(5, repeats * 512 // max(seq_len, 512)) if repeats >= 5 else repeats
         with torch.inference_mode():
             for fn in calls.values():
                 for _ in range(20 if step else 1):
                     fn()  # warm-up
-            for _ in range(n):
-                for name, fn in calls.items():
-                    times[name].append(_time_once(fn, device, 50 if step else 1))
+            times, _ = _interleaved_times(calls, device, n, inner=50 if step else 1)
             peaks = {name: _peak_mib(fn, device) for name, fn in calls.items()}
         group = [BenchRow(b, seq_len, name, 1e3 * statistics.median(times[name]), peaks[name]) for name in calls]
         ref = next(row for row in group if row.name == MHA_NAME)
@@ -343,10 +365,10 @@ def _paired_ratios(mine: Sequence[float], theirs: Sequence[float]) -> list[float
 
 
 def _quartiles(xs: Sequence[float]) -> tuple[float, float]:
-    """Lower and upper quartile (both the value itself for one sample)."""
-    if len(xs) < 2:
-        return xs[0], xs[0]
-    q1, _, q3 = statistics.quantiles(xs, n=4)
+    """Lower and upper quartile of 5 or more samples; below 5, the smallest and the largest."""
+    if len(xs) < 5:
+        return min(xs), max(xs)
+    q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive")
     return q1, q3
 
 
@@ -354,7 +376,7 @@ def format_table(rows: Sequence[BenchRow]) -> str:
     """Render rows as a fixed-width text table with the header ``COLUMNS``.
 
     ``x_mha`` is the median of the ratios to ``nn.MultiheadAttention`` within a round and
-    ``x_mha_iqr`` their lower and upper quartiles.
+    ``x_mha_iqr`` their lower and upper quartiles (their range with fewer than 5 rounds).
     """
     b, t, name, ms, x_mha, iqr, x_min, mib, mem = COLUMNS
     header = (
@@ -533,8 +555,12 @@ def bench_tiled(
                     raise RuntimeError(f"the worker for {name} at N={seq_len} failed:\n{done.stderr}")
                 group.append(TiledRow(**json.loads(done.stdout)))
             else:
+                before = torch.get_num_threads()
                 torch.set_num_threads(threads)
-                group.append(measure_attention_once(name, seq_len, device=dev, **settings))
+                try:
+                    group.append(measure_attention_once(name, seq_len, device=dev, **settings))
+                finally:
+                    torch.set_num_threads(before)
         ref = next((row for row in group if row.name == "explicit"), None)
         for row in group:
             if ref is not None:
@@ -580,7 +606,7 @@ class GenerationRow:
     high_ms: float = math.nan  # slowest repeat
     repeats: int = 1  # timed generations
     x_cached: float = math.nan  # time_ms / mtlib cached's time_ms
-    x_hf: float = math.nan  # median over repeats of (this run / transformers' run of the same repeat)
+    x_hf: float = math.nan  # median over rounds of (this run / transformers' run in the same round)
     x_hf_low: float = math.nan  # smallest of those paired ratios
     x_hf_high: float = math.nan  # largest of those paired ratios
 
@@ -628,27 +654,6 @@ def _kv_models(
     return GPT.from_hf(hf).eval(), hf, notes
 
 
-def _interleaved_times(
-    calls: dict[str, Callable[[], torch.Tensor]], device: torch.device, repeats: int
-) -> tuple[dict[str, list[float]], dict[str, torch.Tensor]]:
-    """Seconds of each call in each of ``repeats`` rounds, the calls taking turns.
-
-    Within a round every call runs once, in an order that rotates from round to round, so a
-    change in the machine's load hits every call alike and none always runs first.
-    """
-    names = list(calls)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    outputs: dict[str, torch.Tensor] = {}
-    for r in range(max(1, repeats)):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            _sync(device)
-            start = time.perf_counter()
-            outputs[name] = calls[name]()
-            _sync(device)
-            times[name].append(time.perf_counter() - start)
-    return times, outputs
-
-
 def _step_latency(model: Any, prompt: torch.Tensor, position: int, steps: int, cached: bool) -> float:
     """Median seconds of one greedy step with ``position`` tokens before it."""
     device = prompt.device
@@ -664,7 +669,7 @@ def _step_latency(model: Any, prompt: torch.Tensor, position: int, steps: int, c
         else:
             context = torch.cat([ids, ids[:, -1:]], dim=1)  # (1, position + 1)
             for _ in range(steps):
-                times.append(_time_once(lambda: model(context), device))
+                times.append(_time_once(lambda: model(context, last_only=True), device))
     return statistics.median(times)
 
 
@@ -714,7 +719,21 @@ def bench_kv_cache(
     """
     lengths = [new_tokens] if isinstance(new_tokens, int) else list(new_tokens)
     dev = utils.get_device(None if device is None else str(device))
+    before = torch.get_num_threads()
     torch.set_num_threads(threads)
+    try:
+        return _kv_cache_rows(lengths, prompt_len, vocab_size, n_layer, d_model, num_heads, block_size,
+                              repeats, positions, steps, dev, seed, hf)  # fmt: skip
+    finally:
+        torch.set_num_threads(before)
+
+
+def _kv_cache_rows(
+    lengths: list[int], prompt_len: int, vocab_size: int, n_layer: int, d_model: int,
+    num_heads: int, block_size: int, repeats: int, positions: Sequence[int], steps: int,
+    dev: torch.device, seed: int, hf: bool,
+) -> tuple[list[GenerationRow], list[LatencyRow], list[str]]:  # fmt: skip
+    """The measurements of :func:`bench_kv_cache`, run with its thread count set."""
     model, reference, notes = _kv_models(vocab_size, n_layer, d_model, num_heads, block_size, seed)
     if not hf and reference is not None:
         reference = None
@@ -759,13 +778,15 @@ def bench_kv_cache(
                 low_ms=min(ms), high_ms=max(ms), repeats=len(ms),
             ))  # fmt: skip
         for row in group:
-            row.x_cached = row.time_ms / group[1].time_ms
-            if reference is not None:
-                hf_ms = times["transformers cached"]
-                mine = times.get(row.mode, [row.time_ms / 1e3] * len(hf_ms))
-                ratios = [a / b for a, b in zip(mine, hf_ms, strict=True)]
+            row.x_cached = row.time_ms / group[1].time_ms  # a ratio of medians (uncached: one run)
+            if reference is None:
+                continue
+            if row.mode in times:  # timed in the rounds: paired with transformers' run of each round
+                ratios = _paired_ratios(times[row.mode], times["transformers cached"])
                 row.x_hf = statistics.median(ratios)
                 row.x_hf_low, row.x_hf_high = min(ratios), max(ratios)
+            else:  # the uncached run: once, against transformers' median
+                row.x_hf = row.x_hf_low = row.x_hf_high = row.time_ms / group[-1].time_ms
         rows += group
     latency = [
         LatencyRow(p, mode, 1e3 * _step_latency(model, prompt, p, steps, mode == "cached"))
@@ -842,42 +863,48 @@ def record(path: str | Path = RECORD_PATH, device: str = "cpu", *, quick: bool =
         The document written.
     """
     started = time.strftime("%Y-%m-%d")
+    attention_threads = torch.get_num_threads()  # bench_attention runs with the process's setting
+    kv_threads = tiled_threads = 1  # the defaults of bench_kv_cache and bench_tiled
     if quick:
         attention = bench_attention([8, 16], 2, 2, 32, 4, device)
     else:
         attention = bench_attention(device=device)
-    attention_threads = torch.get_num_threads()
     if quick:
-        tiled = bench_tiled([64, 256], repeats=1, block_size=32, device=device, isolate=False)
+        tiled = bench_tiled([64, 256], repeats=1, block_size=32, device=device, threads=tiled_threads, isolate=False)
         generation, latency, notes = bench_kv_cache(
             [12], prompt_len=3, vocab_size=50, n_layer=2, d_model=24, num_heads=2, repeats=2,
-            positions=[2, 10], steps=2, device=device,
+            positions=[2, 10], steps=2, device=device, threads=kv_threads,
         )  # fmt: skip
     else:
-        tiled = bench_tiled(device=device)
-        generation, latency, notes = bench_kv_cache(device=device)
+        tiled = bench_tiled(device=device, threads=tiled_threads)
+        generation, latency, notes = bench_kv_cache(device=device, threads=kv_threads)
     doc = {
         "recorded": started,
         "machine": _cpu_model(),
         "torch": torch.__version__,
         "device": device,
         "mkl_cbwr": os.environ.get("MKL_CBWR", ""),
-        "attention": {"threads": attention_threads, "rows": [asdict(r) for r in attention]},
-        "tiled": {"threads": 1, "rows": [asdict(r) for r in tiled]},
+        "attention": {"threads": attention_threads, "rows": [_jsonable(r) for r in attention]},
+        "tiled": {"threads": tiled_threads, "rows": [_jsonable(r) for r in tiled]},
         "kv_cache": {
-            "threads": 1,
-            "generation": [asdict(r) for r in generation],
-            "latency": [asdict(r) for r in latency],
+            "threads": kv_threads,
+            "generation": [_jsonable(r) for r in generation],
+            "latency": [_jsonable(r) for r in latency],
             "notes": notes,
         },
     }
-    Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+    Path(path).write_text(json.dumps(doc, indent=1, allow_nan=False) + "\n")
     return doc
+
+
+def _jsonable(row: Any) -> dict[str, Any]:
+    """A row as a dict, NaN (no measurement) as null: the file stays strict JSON."""
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in asdict(row).items()}
 
 
 def _rows(cls: type, dicts: Sequence[dict[str, Any]]) -> list[Any]:
     names = {f.name for f in fields(cls)}
-    return [cls(**{k: v for k, v in d.items() if k in names}) for d in dicts]
+    return [cls(**{k: math.nan if v is None else v for k, v in d.items() if k in names}) for d in dicts]
 
 
 def recorded(path: str | Path = RECORD_PATH) -> dict[str, Any]:

@@ -198,7 +198,7 @@ def test_wrong_greedy_is_named(bad, match):
 
 
 def good_smoothing(logits, targets, epsilon):
-    log_p = logits.log_softmax(-1)  # (N, V)
+    log_p = logits.log_softmax(-1)  # (N, n_vocab)
     q = torch.full_like(log_p, epsilon / logits.shape[-1])
     q[torch.arange(len(targets)), targets] += 1 - epsilon
     return -(q * log_p).sum(-1).mean()
@@ -255,7 +255,7 @@ def test_correct_smoothing_passes(capsys):
 @pytest.mark.parametrize(
     "bad, match",
     [
-        (over_wrong_classes, r"(?s)case 1 of 3 .*Hint: you spread epsilon over the V - 1 WRONG"),
+        (over_wrong_classes, r"(?s)case 1 of 3 .*Hint: you spread epsilon over the n_vocab - 1 WRONG"),
         (no_smoothing, r"(?s)case 1 of 3 .*Hint: your loss ignores epsilon"),
         (summed, r"(?s)case 1 of 3 .*Hint: you return the sum over rows"),
         (scaled_only, r"(?s)case 1 of 3 .*Hint: you scaled the cross-entropy"),

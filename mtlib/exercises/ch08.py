@@ -4,7 +4,7 @@
 - :func:`check_greedy_decode`: the greedy loop, against a toy step function whose scores
   depend on the whole prefix (so feeding only the last token fails);
 - :func:`check_label_smoothing_loss`: cross-entropy against the smoothed target
-  ``(1 - eps) * one_hot + eps / V`` (Szegedy et al., 2016; PyTorch's ``label_smoothing``).
+  ``(1 - eps) * one_hot + eps / n_vocab`` (Szegedy et al., 2016; PyTorch's ``label_smoothing``).
 
 Each checker recognises the typical mistakes and names them.
 """
@@ -117,7 +117,7 @@ def check_shift_right(fn: Callable[[torch.Tensor, int], torch.Tensor]) -> None:
 
 
 class _ToyStep:
-    """A deterministic 'model': scores (V,) that depend on the whole prefix.
+    """A deterministic 'model': scores (n_vocab,) that depend on the whole prefix.
 
     The scores come from a generator seeded by the prefix, with EOS pushed up once the prefix
     reaches ``eos_after`` tokens; calls are counted.
@@ -132,7 +132,7 @@ class _ToyStep:
         seed = 0
         for t in tokens:
             seed = (seed * 1_000_003 + t + 1) % (2**31)
-        scores = torch.randn(self.vocab, generator=torch.Generator().manual_seed(seed))  # (V,)
+        scores = torch.randn(self.vocab, generator=torch.Generator().manual_seed(seed))  # (n_vocab,)
         scores[self.eos_id] = -5.0
         if self.eos_after is not None and len(tokens) >= self.eos_after:
             scores[self.eos_id] = 10.0
@@ -160,7 +160,7 @@ def _greedy(step: Callable[[list[int]], torch.Tensor], bos_id: int, eos_id: int,
 def check_greedy_decode(fn: Callable[..., Any]) -> None:
     """Check ``fn(step, *, bos_id, eos_id, max_len)``: greedy decoding.
 
-    ``step(prefix)`` takes the list of tokens so far (BOS first) and returns the scores (V,)
+    ``step(prefix)`` takes the list of tokens so far (BOS first) and returns the scores (n_vocab,)
     of the next token. ``fn`` starts from ``[bos_id]``, appends the highest-scoring token until
     it appends ``eos_id`` or the sequence holds ``max_len`` tokens (BOS included, like
     :func:`mtlib.transformer.greedy_decode`), and returns the tokens (a list of ints or a 1-D
@@ -236,7 +236,7 @@ def _smoothed_loss(logits: torch.Tensor, targets: torch.Tensor, epsilon: float) 
 
 
 def _target_entropy(epsilon: float, vocab: int) -> float:
-    """H(q) of the smoothed target (the same for every row): the cross-entropy's minimum."""
+    """H(y~), the entropy of the smoothed target (the same for every row): the cross-entropy's minimum."""
     q = torch.full((vocab,), epsilon / vocab, dtype=torch.float64)
     q[0] += 1 - epsilon
     return float(-(q * q.clamp_min(1e-300).log()).sum())
@@ -245,11 +245,11 @@ def _target_entropy(epsilon: float, vocab: int) -> float:
 def check_label_smoothing_loss(fn: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor]) -> None:
     """Check ``fn(logits, targets, epsilon)``: the label-smoothed cross-entropy, averaged.
 
-    ``logits`` (N, V) float, ``targets`` (N,) long; the target distribution of row i is
-    ``(1 - epsilon) * one_hot(targets[i]) + epsilon / V`` (the smoothing mass spread over all V
+    ``logits`` (N, n_vocab) float, ``targets`` (N,) long; the target distribution of row i is
+    ``(1 - epsilon) * one_hot(targets[i]) + epsilon / n_vocab`` (the smoothing mass spread over all n_vocab
     classes, the true one included, as in Szegedy et al. 2016 and PyTorch's
     ``F.cross_entropy(..., label_smoothing=epsilon)``); the result is the mean over rows of
-    ``-sum_k q_k log softmax(logits)_k``, a scalar tensor. Cases have N != V and large logits, hundreds apart
+    ``-sum_k y~_k log softmax(logits)_k``, a scalar tensor. Cases have N != n_vocab and large logits, hundreds apart
     (``log(softmax(.))`` underflows to ``-inf`` there; ``log_softmax`` does not).
 
     Raises:
@@ -258,12 +258,12 @@ def check_label_smoothing_loss(fn: Callable[[torch.Tensor, torch.Tensor, float],
     checker = "check_label_smoothing_loss"
     g = torch.Generator().manual_seed(8)
     hint = ("check your target q against section 8.3 (each row sums to 1; the true class gets "
-            "1 - epsilon + epsilon / V), average over the rows, and take log-probabilities with "
+            "1 - epsilon + epsilon / n_vocab), average over the rows, and take log-probabilities with "
             "log_softmax (log(softmax) underflows for large logits)")  # fmt: skip
     cases = [
-        _Case("N=4 rows, V=7 classes, epsilon=0.1", (torch.randn(4, 7, generator=g), torch.tensor([0, 6, 3, 3]), 0.1), hint=hint),
-        _Case("N=3, V=5, epsilon=0 (plain cross-entropy)", (torch.randn(3, 5, generator=g) * 3, torch.tensor([4, 1, 0]), 0.0), hint=hint),
-        _Case("N=2, V=11, epsilon=0.3, logits near 1000 and hundreds apart", (torch.randn(2, 11, generator=g) * 60 + 1000.0, torch.tensor([10, 2]), 0.3), hint=hint),
+        _Case("N=4 rows, n_vocab=7 classes, epsilon=0.1", (torch.randn(4, 7, generator=g), torch.tensor([0, 6, 3, 3]), 0.1), hint=hint),
+        _Case("N=3, n_vocab=5, epsilon=0 (plain cross-entropy)", (torch.randn(3, 5, generator=g) * 3, torch.tensor([4, 1, 0]), 0.0), hint=hint),
+        _Case("N=2, n_vocab=11, epsilon=0.3, logits near 1000 and hundreds apart", (torch.randn(2, 11, generator=g) * 60 + 1000.0, torch.tensor([10, 2]), 0.3), hint=hint),
     ]  # fmt: skip
     for number, case in enumerate(cases, start=1):
         logits, targets, eps = case.args
@@ -276,8 +276,8 @@ def check_label_smoothing_loss(fn: Callable[[torch.Tensor, torch.Tensor, float],
         nll = -(one_hot * log_p).sum(-1)  # (N,)
         v = logits.shape[-1]
         mistakes = [
-            ("you spread epsilon over the V - 1 WRONG classes only; this book (like PyTorch and "
-             "Szegedy et al.) spreads epsilon / V over all V classes, the true one included",
+            ("you spread epsilon over the n_vocab - 1 WRONG classes only; this book (like PyTorch and "
+             "Szegedy et al.) spreads epsilon / n_vocab over all n_vocab classes, the true one included",
              (-(((1 - eps) * one_hot + eps / (v - 1) * (1 - one_hot)) * log_p).sum(-1)).mean()),
             ("your loss ignores epsilon (plain cross-entropy)", nll.mean()),
             ("you return the sum over rows; average over the N rows", F.cross_entropy(logits.double(), targets, label_smoothing=eps, reduction="sum")),
