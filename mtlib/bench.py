@@ -912,9 +912,9 @@ def recorded(path: str | Path = RECORD_PATH) -> dict[str, Any]:
     :class:`GenerationRow` and :class:`LatencyRow` (print them with the ``format_*`` functions).
 
     Returns:
-        ``{"recorded", "machine", "torch", "device", "mkl_cbwr", "attention": [BenchRow],
-        "tiled": [TiledRow], "generation": [GenerationRow], "latency": [LatencyRow],
-        "notes": [str], "threads": {"attention", "tiled", "kv_cache"}}``.
+        A dict with the run's ``recorded`` (date), ``machine``, ``torch``, ``device`` and
+        ``mkl_cbwr``; its rows under ``attention``, ``tiled``, ``generation`` and ``latency``;
+        the kv-cache ``notes``; and the ``threads`` of each benchmark.
     """
     doc = json.loads(Path(path).read_text())
     return {
