@@ -861,7 +861,7 @@ BUGS: dict[str, list[Bug]] = {
         Bug(
             "epsilon over V - 1 classes",
             t08.over_wrong_classes,
-            r"case 1 of 3 .*Hint: you spread epsilon over the V - 1 WRONG",
+            r"case 1 of 3 .*Hint: you spread epsilon over the n_vocab - 1 WRONG",
         ),
         Bug("epsilon ignored", t08.no_smoothing, r"case 1 of 3 .*Hint: your loss ignores epsilon"),
         Bug("sum instead of mean", t08.summed, r"case 1 of 3 .*Hint: you return the sum over rows"),
